@@ -18,6 +18,9 @@ from .common import CLIError
 
 __all__ = ["main", "CLIError"]
 
+# the subcommands, in the order --help lists them; a module of this package that defines
+# ``add_parser(subparsers)`` and is not listed here is added after them (in name order), so a new
+# subcommand is one new module
 _SUBCOMMANDS = ("import_", "export", "info", "tokenize", "show", "demo")
 DESCRIPTION = "chatdata: chat-history datasets for PyTorch (import, inspect, tokenize, export)."
 EPILOG = """start with:
@@ -44,9 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"chatdata {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _SUBCOMMANDS:
+    for name in _subcommand_modules():
         importlib.import_module(f".{name}", __name__).add_parser(sub)
     return parser
+
+
+def _subcommand_modules() -> list:
+    import importlib
+    import pkgutil
+
+    names = list(_SUBCOMMANDS)
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in names or info.name.startswith("_"):
+            continue
+        if hasattr(importlib.import_module(f".{info.name}", __name__), "add_parser"):
+            names.append(info.name)
+    return names
 
 
 def _version() -> str:

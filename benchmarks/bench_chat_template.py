@@ -15,16 +15,15 @@ On ``make_conversations(n, seed=0)`` with the Qwen2.5 tokenizer, in one run:
   masks come out empty, so it does less work than we do).
 
 ``--reference`` also runs torchrl 0.14.1's ``History.apply_chat_template`` on the same set, in
-the venv ``--refvenv`` (default /work/refvenv; never a dependency), via
+the reference venv (``--reference-python PATH``, ``$CHATDATA_REFERENCE_PYTHON`` or ``.refvenv`` at the
+repository root, built as in ``benchmarks/reference_env.md``; never a dependency), via
 ``benchmarks/reference_torchrl.py --shared-set``, and prints its ratio.
 """
 from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._reference import add_reference_argument, reference_python, tokenizer_folder  # noqa: E402
 from benchmarks.synthetic import make_conversations  # noqa: E402
 
 
@@ -62,17 +62,7 @@ def paired(base, ours, repeat):
 def qwen_tokenizer(path):
     from transformers import AutoTokenizer
 
-    if path:
-        return AutoTokenizer.from_pretrained(path)
-    src = ROOT / "tests" / "data" / "tokenizers" / "qwen2.5-instruct"
-    tmp = Path(tempfile.mkdtemp(prefix="bench-tok-"))
-    for f in src.iterdir():
-        if f.name.endswith(".gz"):
-            with gzip.open(f) as fin, open(tmp / f.name[:-3], "wb") as fout:
-                shutil.copyfileobj(fin, fout)
-        else:
-            shutil.copy(f, tmp / f.name)
-    return AutoTokenizer.from_pretrained(tmp)
+    return AutoTokenizer.from_pretrained(tokenizer_folder(path))
 
 
 def main():
@@ -80,8 +70,8 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the Qwen2.5 copy in tests/data)")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--reference", action="store_true", help="also time torchrl in --refvenv")
-    ap.add_argument("--refvenv", default="/work/refvenv")
+    ap.add_argument("--reference", action="store_true", help="also time torchrl in the reference venv")
+    add_reference_argument(ap)
     args = ap.parse_args()
 
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -132,9 +122,8 @@ def main():
 
 
 def torchrl_reference(args):
-    py = Path(args.refvenv) / "bin" / "python"
-    if not py.exists():
-        print(f"reference: {py} not found; skipped")
+    py = reference_python(args.reference_python)
+    if py is None:
         return None
     out = Path(tempfile.mkdtemp()) / "ref.json"
     cmd = [str(py), str(ROOT / "benchmarks" / "reference_torchrl.py"), "--shared-set", "--skip", "small", "big", "td",

@@ -1,30 +1,18 @@
 """Benchmark History: ``from_chats`` (target <= 100 ms for 10,000 conversations), ``h[i]``,
 ``h[i, j]``, ``to_chats``, and a batch ``append``, on the shared seeded synthetic set.
 
-Run: ``/work/venv/bin/python benchmarks/bench_history.py [n_conversations] [--threads N]``
+Run from the repository root: ``python benchmarks/bench_history.py [n_conversations] [--threads N]``
 """
 from __future__ import annotations
 
 import os
-import random
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-try:
-    from benchmarks.synthetic import make_conversations
-except ImportError:  # pragma: no cover - fallback when the shared generator is missing
-    def make_conversations(n: int, seed: int = 0) -> list[list[dict]]:
-        rng = random.Random(seed)
-        vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(2000)]
-        out = []
-        for _ in range(n):
-            k = rng.randint(2, 12)
-            roles = (["system"] if rng.random() < 0.5 else []) + ["user", "assistant"] * 6
-            out.append([{"role": roles[j], "content": " ".join(rng.choices(vocab, k=rng.randint(20, 400)))} for j in range(k)])
-        return out
+from benchmarks.synthetic import make_conversations  # noqa: E402
 
 import torch  # noqa: E402
 

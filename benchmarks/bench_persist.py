@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Memmap persistence benchmark (issue 3): conversation datasets and a 1 GiB tensor dict.
 
-    /work/venv/bin/python benchmarks/bench_persist.py [--n 10000] [--gib 1] [--quick] [--reference]
+    python benchmarks/bench_persist.py [--n 10000] [--gib 1] [--quick] [--reference [--reference-python PATH]]
 
 Conversation data: ``benchmarks/synthetic.py`` ``make_conversations(n, seed=0)`` (2-12
 messages of 20-400 words), stored as a ragged stack of messages built column-wise:
@@ -19,7 +19,8 @@ Targets (issue 3): memmap(10k) <= 0.5 s; load_memmap <= 20 ms and flat in n; one
 conversation read after loading <= 100 us; <= 20 files; 1 GiB memmap <= 1.5x a raw
 sequential write of the same bytes measured in the same run; lazy load in milliseconds.
 
-``--reference`` also runs ``benchmarks/reference_torchrl.py`` in ``/work/refvenv`` (tensordict
+``--reference`` also runs ``benchmarks/reference_torchrl.py`` in the reference venv (``--reference-python``,
+``$CHATDATA_REFERENCE_PYTHON`` or ``.refvenv``; see ``benchmarks/reference_env.md``) (tensordict
 + torchrl) when that venv exists and prints its table.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import chatdata  # noqa: E402
+from benchmarks._reference import add_reference_argument, reference_python  # noqa: E402
 from chatdata import NonTensorStack, RaggedTensorDict, TensorDict, load_memmap  # noqa: E402
 
 ROWS: list[tuple] = []
@@ -269,9 +271,8 @@ def bench_big(work: Path, gib: float):
 
 def run_reference(args):
     script = Path(__file__).resolve().parent / "reference_torchrl.py"
-    py = Path("/work/refvenv/bin/python")
-    if not (py.exists() and script.exists()):
-        print("reference: /work/refvenv or benchmarks/reference_torchrl.py missing; skipped")
+    py = reference_python(args.reference_python)
+    if py is None:
         return
     cmd = [str(py), str(script), "--skip", "template", "small", "--n", str(args.n), "--gib", str(args.gib)]
     print("reference:", " ".join(cmd), flush=True)
@@ -285,7 +286,8 @@ def main():
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true", help="n=1000, scales 1 10, 1/16 GiB")
     ap.add_argument("--skip", nargs="*", default=[], choices=["conv", "big"])
-    ap.add_argument("--reference", action="store_true")
+    ap.add_argument("--reference", action="store_true", help="also time tensordict/torchrl in the reference venv")
+    add_reference_argument(ap)
     ap.add_argument("--columns", action="store_true", help="plain RaggedTensorDict columns, not History")
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()

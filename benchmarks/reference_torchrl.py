@@ -3,7 +3,7 @@
 
 Runs only in the separate reference venv (see benchmarks/reference_env.md):
 
-    /work/refvenv/bin/python benchmarks/reference_torchrl.py [--quick] [--json out.json]
+    .refvenv/bin/python benchmarks/reference_torchrl.py [--quick] [--json out.json] [--tokenizer PATH]
 
 In any environment without tensordict/torchrl it prints a notice and exits 0, so it is
 safe to call from scripts. Every workload is seeded (random.Random(0)) and is the same
@@ -27,6 +27,7 @@ import random
 import resource
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,11 +39,14 @@ try:
     from torchrl.data.llm import History
 except ImportError as exc:  # pragma: no cover
     print(f"reference_torchrl.py: skipped, tensordict/torchrl not importable ({exc}).")
-    print("Run it with the reference venv: /work/refvenv/bin/python "
-          "benchmarks/reference_torchrl.py")
+    print("Run it with the reference venv built as in benchmarks/reference_env.md: "
+          ".refvenv/bin/python benchmarks/reference_torchrl.py")
     sys.exit(0)
 
-QWEN = "/work/shared/tokenizers/qwen2.5-instruct"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _reference import tokenizer_folder  # noqa: E402  (stdlib only: runs in the reference venv)
+
+QWEN = None  # set from --tokenizer in main(): a folder, or the repository's Qwen2.5 copy unpacked
 
 
 # ----------------------------------------------------------------------------- data
@@ -193,7 +197,7 @@ def bench_big_td(work: Path, gib: float):
 def bench_template(chats):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(QWEN)
+    tok = AutoTokenizer.from_pretrained(tokenizer_folder(QWEN))
     n = len(chats)
     h = History.from_chats(chats)
     kw = dict(tokenizer=tok, chat_template_name="qwen")
@@ -221,14 +225,18 @@ def main():
     ap.add_argument("--n-small", type=int, default=1_000)
     ap.add_argument("--n-template", type=int, default=1_000)
     ap.add_argument("--gib", type=float, default=1.0)
-    ap.add_argument("--workdir", type=Path, default=Path("/tmp/chatdata_refbench"))
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "chatdata_refbench")
     ap.add_argument("--quick", action="store_true", help="n=300, small=100, 0.0625 GiB")
     ap.add_argument("--skip", nargs="*", default=[],
                     choices=["small", "big", "td", "template"])
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--tokenizer", default=None,
+                    help="tokenizer folder (default: tests/data/tokenizers/qwen2.5-instruct, unpacked)")
     ap.add_argument("--shared-set", action="store_true",
                     help="use benchmarks/synthetic.py make_conversations (chatdata's benchmark set)")
     args = ap.parse_args()
+    global QWEN
+    QWEN = args.tokenizer
     if args.quick:
         args.n, args.n_small, args.n_template, args.gib = 300, 100, 100, 1 / 16
 

@@ -5,11 +5,11 @@ THIS SCRIPT DOES NOT RUN IN THE PROJECT'S OWN ENVIRONMENT. It needs the real
 ``tensordict`` and ``torchrl`` packages, which chatdata never depends on. It is
 meant for the separate reference venv described in ``benchmarks/reference_env.md``:
 
-    python3 -m venv /work/refvenv
-    /work/refvenv/bin/pip install torch==2.13.0          # CPU wheel; pin it
-    /work/refvenv/bin/pip install tensordict==0.14.3 torchrl==0.14.1 \
+    python3 -m venv .refvenv
+    .refvenv/bin/pip install torch==2.13.0          # CPU wheel; pin it
+    .refvenv/bin/pip install tensordict==0.14.3 torchrl==0.14.1 \
         transformers tokenizers jinja2
-    /work/refvenv/bin/python tests/data/make_tensordict_fixtures.py
+    .refvenv/bin/python tests/data/make_tensordict_fixtures.py
 
 Each fixture is a folder ``tensordict_fixtures/<name>/`` holding
 
@@ -80,7 +80,7 @@ try:
 except ImportError as exc:  # pragma: no cover - only in the wrong venv
     sys.exit(
         f"make_tensordict_fixtures.py needs tensordict and torchrl ({exc}); "
-        "run it with /work/refvenv/bin/python (see the docstring)."
+        "run it with .refvenv/bin/python (see the docstring)."
     )
 
 HERE = Path(__file__).resolve().parent

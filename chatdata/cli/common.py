@@ -5,7 +5,8 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CLIError", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled"]
+__all__ = ["CLIError", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
+           "plural", "check_output"]
 
 
 class CLIError(Exception):
@@ -19,6 +20,42 @@ class CLIError(Exception):
 def say(*args, **kwargs) -> None:
     """Print to stdout (flushed, so it interleaves well with progress on stderr)."""
     print(*args, **kwargs, flush=True)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` in the right number, ``n`` with thousands separators.
+
+    Example:
+        >>> plural(1, "conversation"), plural(2_000, "conversation"), plural(0, "bad line")
+        ('1 conversation', '2,000 conversations', '0 bad lines')
+    """
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def check_output(out, overwrite: bool, *, kind: str = "folder") -> None:
+    """The one overwrite rule of every subcommand: an existing output is replaced only with
+    ``--overwrite``, and a folder only if it is empty or holds a chatdata dataset (never a folder
+    of someone else's files). ``kind`` is ``"folder"`` or ``"file"``.
+
+    Example:
+        >>> import tempfile; check_output(tempfile.mkdtemp(), overwrite=False)  # empty: fine
+    """
+    out = Path(out)
+    if kind == "file":
+        if out.is_dir():
+            raise CLIError(f"{out} is a folder; give a file name")
+        if out.exists() and not overwrite:
+            raise CLIError(f"{out} already exists; pass --overwrite to replace it")
+        return
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise CLIError(f"{out} exists and is a file; choose another output folder")
+    if any(out.iterdir()):
+        if not (out / "meta.json").is_file():
+            raise CLIError(f"{out} is a non-empty folder that is not a chatdata dataset; refusing to replace it")
+        if not overwrite:
+            raise CLIError(f"{out} already holds a dataset; pass --overwrite to replace it")
 
 
 def color_enabled(stream=None) -> bool:

@@ -16,7 +16,8 @@ from .progress import human_bytes, human_count
 HELP = "run import, info, tokenize and show on the packaged sample data (offline, seconds)"
 EXAMPLE = """examples:
   chatdata demo
-  chatdata demo --out demo-output/"""
+  chatdata demo --out demo-output/      # keep the files (default: a temporary folder, removed at the end)
+  chatdata demo --out demo-output/ --overwrite"""
 
 
 def add_parser(sub):
@@ -24,7 +25,9 @@ def add_parser(sub):
 
     p = sub.add_parser("demo", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", metavar="DIR", help="where to write the files (default: a new temporary folder)")
+    p.add_argument("--out", metavar="DIR", help="where to write the files, kept afterwards (default: a temporary "
+                   "folder, removed when the demo ends)")
+    p.add_argument("--overwrite", action="store_true", help="replace the demo's files in an existing --out DIR")
     p.add_argument("--index", type=int, default=None, help="conversation to show (default: one with a tool call)")
     p.set_defaults(func=run)
     return p
@@ -41,6 +44,20 @@ def _size(path: Path) -> int:
 
 
 def run(args) -> int:
+    t0 = time.perf_counter()
+    if args.out:
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise CLIError(f"--out {out} is a file")
+        if out.is_dir() and any(out.iterdir()) and not args.overwrite:
+            raise CLIError(f"--out {out} is not empty; pass --overwrite to replace the demo's files in it")
+        out.mkdir(parents=True, exist_ok=True)
+        return _tour(args, out, t0, keep=True)
+    with tempfile.TemporaryDirectory(prefix="chatdata-demo-") as tmp:
+        return _tour(args, Path(tmp), t0, keep=False)
+
+
+def _tour(args, out: Path, t0: float, keep: bool) -> int:
     from ..data import DATA_DIR, sample_chats_path, sample_tokenizer_path
     from .import_ import import_file
     from .info import dataset_stats, format_stats, plot
@@ -48,11 +65,6 @@ def run(args) -> int:
     from .common import color_enabled, load_tools
     from .tokenize import tokenize_dataset
 
-    t0 = time.perf_counter()
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="chatdata-demo-"))
-    if out.exists() and not out.is_dir():
-        raise CLIError(f"--out {out} is a file")
-    out.mkdir(parents=True, exist_ok=True)
     src = sample_chats_path()
     tools_path = DATA_DIR / "sample_tools.json"
     chats_dir, tokens_dir, png = out / "chats", out / "tokens", out / "lengths.png"
@@ -103,9 +115,13 @@ def run(args) -> int:
     say("-" * 72)
 
     say("")
-    say(f"done in {time.perf_counter() - t0:.1f} s. Files in {out}:")
-    say(f"   {chats_dir}/   History dataset  ->  History.load_memmap(\"{chats_dir}\")")
-    say(f"   {tokens_dir}/   token ids + masks ->  chatdata.load_memmap(\"{tokens_dir}\")[i]")
-    say(f"   {png}   length histograms")
+    if keep:
+        say(f"done in {time.perf_counter() - t0:.1f} s. Files in {out}:")
+        say(f"   {chats_dir}/   History dataset  ->  History.load_memmap(\"{chats_dir}\")")
+        say(f"   {tokens_dir}/   token ids + masks ->  chatdata.load_memmap(\"{tokens_dir}\")[i]")
+        say(f"   {png}   length histograms")
+    else:
+        say(f"done in {time.perf_counter() - t0:.1f} s. The files were written to a temporary folder, now removed; "
+            "`chatdata demo --out demo/` keeps them.")
     say("next: chatdata --help, chatdata import YOUR.jsonl ds/, notebooks/quickstart.ipynb")
     return 0

@@ -12,13 +12,14 @@ import time
 import uuid
 from pathlib import Path
 
-from .common import CLIError, load_history, say
-from .progress import Progress, human_count
+from .common import CLIError, check_output, load_history, plural, say
+from .progress import Progress
 
 HELP = "export a History dataset to JSON Lines ({\"messages\": [...]} per line)"
 EXAMPLE = """examples:
   chatdata export ds/ chats.jsonl
-  chatdata export ds/ chats.jsonl.gz --chunk-size 4096"""
+  chatdata export ds/ chats.jsonl.gz --chunk-size 4096
+  chatdata export ds/ chats.jsonl --overwrite        # replace an existing file"""
 
 
 def add_parser(sub):
@@ -29,15 +30,24 @@ def add_parser(sub):
     p.add_argument("ds", help="a dataset folder (made by chatdata import)")
     p.add_argument("out", help="the .jsonl file to write (.gz compresses); '-' for stdout")
     p.add_argument("--chunk-size", type=int, default=8192, metavar="N", help="conversations per chunk")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
+    p.add_argument("--allow-empty", action="store_true", help="write an empty file for an empty dataset "
+                   "(default: an error)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     p.set_defaults(func=run)
     return p
 
 
-def export_dataset(ds, out, chunk_size: int = 8192, progress=None) -> int:
+def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite: bool = True,
+                   allow_empty: bool = True) -> int:
     """Write the dataset ``ds`` to ``out`` as JSON Lines; returns the number of conversations."""
     h = ds if not isinstance(ds, (str, os.PathLike)) else load_history(ds)
     n = h.batch_size[0]
+    if n == 0 and not allow_empty:
+        raise CLIError(f"{ds if isinstance(ds, (str, os.PathLike)) else 'the dataset'} holds no conversation; "
+                       "pass --allow-empty to write an empty file")
+    if str(out) != "-":
+        check_output(out, overwrite, kind="file")
     bar = Progress("exporting", total=n, unit="conversations", enabled=progress)
     dumps = json.JSONEncoder(ensure_ascii=False).encode
     if str(out) == "-":
@@ -73,7 +83,7 @@ def run(args) -> int:
     if args.chunk_size <= 0:
         raise CLIError("--chunk-size must be > 0")
     t = time.perf_counter()
-    n = export_dataset(args.ds, args.out, args.chunk_size)
+    n = export_dataset(args.ds, args.out, args.chunk_size, overwrite=args.overwrite, allow_empty=args.allow_empty)
     if not args.quiet and args.out != "-":
-        say(f"exported {human_count(n)} conversations from {args.ds} to {args.out} in {time.perf_counter() - t:.2f} s")
+        say(f"exported {plural(n, 'conversation')} from {args.ds} to {args.out} in {time.perf_counter() - t:.2f} s")
     return 0

@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from .common import CLIError, say
-from .progress import Progress, human_bytes, human_count
+from .common import CLIError, check_output, plural, say
+from .progress import Progress, human_bytes
 
 HELP = "import JSON Lines / JSON conversations into a memmapped History dataset"
 EXAMPLE = """examples:
@@ -54,6 +54,8 @@ def add_parser(sub):
                    help="conversations per written chunk (default 8192; a chunk also ends after 8 MB of input)")
     p.add_argument("--strict", action="store_true", help="stop at the first bad line (exit 1, nothing written)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it is an existing dataset")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="write an empty dataset when SRC holds no conversation (default: an error)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     p.set_defaults(func=run)
     return p
@@ -208,21 +210,15 @@ class ImportStats:
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
-    if out.exists():
-        if not out.is_dir():
-            raise CLIError(f"{out} exists and is a file; choose another output folder")
-        if any(out.iterdir()):
-            if not (out / "meta.json").is_file():
-                raise CLIError(f"{out} is a non-empty folder that is not a chatdata dataset; refusing to replace it")
-            if not overwrite:
-                raise CLIError(f"{out} already holds a dataset; pass --overwrite to replace it")
+    check_output(out, overwrite)
 
 
 def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: bool = False,
                 overwrite: bool = True, progress: bool | None = None, report=None,
-                chunk_bytes: int = CHUNK_BYTES) -> ImportStats:
+                chunk_bytes: int = CHUNK_BYTES, allow_empty: bool = False) -> ImportStats:
     """Import ``src`` into the dataset folder ``out``; returns counts. ``report(msg)`` receives
-    each bad-line message (default: printed to stderr). Raises :class:`CLIError`.
+    each bad-line message (default: printed to stderr). Raises :class:`CLIError`, also when
+    ``src`` holds no conversation at all, unless ``allow_empty``.
 
     A chunk is written every ``chunk_size`` conversations or ``chunk_bytes`` bytes of input,
     whichever comes first: chunks of a few MB keep the working set in reused heap memory
@@ -307,7 +303,9 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
             bar.update(items=len(convs))
         if stats.conversations == 0:
             if stats.bad:
-                raise CLIError(f"{src}: no valid conversation ({stats.bad} bad lines; first: {stats.first_bad})")
+                raise CLIError(f"{src}: no valid conversation ({plural(stats.bad, 'bad line')}; first: {stats.first_bad})")
+            if not allow_empty:
+                raise CLIError(f"{src} holds no conversation; pass --allow-empty to write an empty dataset")
             writer.append(RaggedTensorDict(build_storage([], None), torch.zeros(1, dtype=torch.int64)))
         writer.close()
     except BaseException:
@@ -322,12 +320,12 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
 
 def run(args) -> int:
     stats = import_file(args.src, args.out, fmt=args.format, chunk_size=args.chunk_size, strict=args.strict,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, allow_empty=args.allow_empty)
     if not args.quiet:
         rate = stats.bytes / max(stats.seconds, 1e-9)
-        say(f"imported {human_count(stats.conversations)} conversations ({human_count(stats.messages)} messages) "
+        say(f"imported {plural(stats.conversations, 'conversation')} ({plural(stats.messages, 'message')}) "
             f"from {args.src} into {args.out} in {stats.seconds:.2f} s ({human_bytes(rate)}/s)")
         if stats.bad:
-            say(f"skipped {human_count(stats.bad)} bad line(s); first: {stats.first_bad} "
+            say(f"skipped {plural(stats.bad, 'bad line')}; first: {stats.first_bad} "
                 "(use --strict to stop at the first)")
     return 0

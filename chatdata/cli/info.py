@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .common import CLIError, load_history, say
+from .common import CLIError, load_history, plural, say
 from .progress import human_bytes, human_count
 
 HELP = "show counts, roles, tool calls and length quantiles of a dataset"
@@ -144,8 +144,8 @@ def format_stats(stats: dict, path=None) -> str:
     roles = "  ".join(f"{r} {human_count(k)}" for r, k in stats["roles"].items())
     lines.append(f"{'roles':<{w}}{roles or '-'}")
     lines.append(f"{'tool calls':<{w}}{human_count(stats['tool_calls'])} in "
-                 f"{human_count(stats['messages_with_tool_calls'])} messages "
-                 f"({human_count(stats['conversations_with_tool_calls'])} conversations)")
+                 f"{plural(stats['messages_with_tool_calls'], 'message')} "
+                 f"({plural(stats['conversations_with_tool_calls'], 'conversation')})")
     lines.append(f"{'content':<{w}}{human_bytes(stats['content_bytes'])} (UTF-8)")
     head = "".join(f"{name:>9}" for name, _ in QUANTILES) + f"{'mean':>9}"
     lines.append(f"{'':<{w}}{head}")

@@ -18,13 +18,16 @@ from pathlib import Path
 
 import torch
 
-from .common import CLIError, load_history, load_tokenizer, load_tools, resolve_template, say
+from .common import CLIError, check_output, load_history, load_tokenizer, load_tools, plural, resolve_template, say
 from .progress import Progress, human_count
+
+MAX_REPORTED = 20
 
 HELP = "apply the chat template and tokenizer to a dataset; write input_ids + assistant_masks"
 EXAMPLE = """examples:
   chatdata tokenize ds/ tokens/ --tokenizer path/to/Qwen2.5-7B-Instruct
   chatdata tokenize ds/ tokens/ --tokenizer tok/ --template chatml_format --max-length 4096
+  chatdata tokenize ds/ tokens/ --skip-bad          # leave out conversations the template rejects
 
 the output loads lazily in a training loop:
   tokens = chatdata.load_memmap("tokens/"); row = tokens[0]
@@ -46,47 +49,84 @@ def add_parser(sub):
     p.add_argument("--max-length", type=int, metavar="N", help="truncate each conversation to N tokens")
     p.add_argument("--batch-size", type=int, default=512, metavar="N", help="conversations per batch (default 512)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
+    p.add_argument("--skip-bad", action="store_true", help="leave out conversations the template rejects, "
+                   "list them at the end (default: stop at the first, nothing written)")
+    p.add_argument("--strict", action="store_true", help="with --skip-bad: exit 1 if any conversation was left out")
+    p.add_argument("--allow-empty", action="store_true", help="write an empty token set for an empty dataset "
+                   "(default: an error)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     p.set_defaults(func=run)
     return p
 
 
 class TokenizeStats:
-    conversations = 0
-    tokens = 0
-    trained = 0
-    seconds = 0.0
+    def __init__(self):
+        self.conversations = 0
+        self.tokens = 0
+        self.trained = 0
+        self.seconds = 0.0
+        self.skipped = []  # (conversation index, reason) of the conversations left out
+
+
+def _encode(chats, template, tools, tokenizer):
+    from ..templates import render_chats_with_spans, tokenize_chats
+
+    texts, spans = render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer,
+                                           add_generation_prompt=False)
+    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True)
+    return enc["input_ids"], enc["assistant_masks"]
+
+
+def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool, stats):
+    """Ids and masks of a batch of conversations (numbered from ``first``). When the template
+    rejects one, the batch is redone one conversation at a time to name it: an error, or with
+    ``skip_bad`` an entry in ``stats.skipped`` and the rest of the batch."""
+    from ..templates import TemplateError
+
+    try:
+        return _encode(chats, template, tools, tokenizer)
+    except (TemplateError, ValueError):
+        pass
+    ids, masks = [], []
+    for j, chat in enumerate(chats):
+        try:
+            i, m = _encode([chat], template, tools, tokenizer)
+        except (TemplateError, ValueError) as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if not skip_bad:
+                raise CLIError(f"conversation {first + j}: {reason} (pass --skip-bad to tokenize the others; "
+                               "nothing written)") from None
+            stats.skipped.append((first + j, reason))
+            continue
+        ids += i
+        masks += m
+    return ids, masks
 
 
 def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_length=None, batch_size: int = 512,
-                     overwrite: bool = True, progress=None) -> TokenizeStats:
-    """Tokenise the History ``ds`` (a dataset or a path) into the folder ``out``."""
+                     overwrite: bool = True, progress=None, skip_bad: bool = False,
+                     allow_empty: bool = True) -> TokenizeStats:
+    """Tokenise the History ``ds`` (a dataset or a path) into the folder ``out``.
+
+    A conversation the template rejects stops the run with an error naming it (nothing is
+    written), or with ``skip_bad`` is left out and listed in ``stats.skipped``."""
     from ..td import TensorDict, RaggedTensorDict
     from ..td.stream import StreamWriter
-    from ..templates import TemplateError, render_chats_with_spans, tokenize_chats
 
     h = load_history(ds) if isinstance(ds, (str, Path)) else ds
     out = Path(out)
-    occupied = out.is_file() or (out.is_dir() and any(out.iterdir()))
-    if occupied:
-        if not overwrite:
-            raise CLIError(f"{out} already exists; pass --overwrite to replace it")
-        if not out.is_dir() or not (out / "meta.json").is_file():
-            raise CLIError(f"{out} exists and is not a chatdata folder; refusing to replace it")
+    check_output(out, overwrite)
     n = h.batch_size[0]
+    if n == 0 and not allow_empty:
+        raise CLIError(f"{ds if isinstance(ds, (str, Path)) else 'the dataset'} holds no conversation; "
+                       "pass --allow-empty to write an empty token set")
     stats = TokenizeStats()
     bar = Progress("tokenizing", total=n, unit="conversations", item_name="tokens", enabled=progress)
     start = time.perf_counter()
     with StreamWriter(out, columns=("input_ids", "assistant_masks")) as w:
         for a in range(0, n, batch_size):
             chats = h[a:a + batch_size].to_chats()
-            try:
-                texts, spans = render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer,
-                                                       add_generation_prompt=False)
-            except TemplateError as err:
-                raise CLIError(f"conversations {a}-{a + len(chats) - 1}: {err}") from None
-            enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True)
-            ids, masks = enc["input_ids"], enc["assistant_masks"]
+            ids, masks = _encode_batch(chats, a, template, tools, tokenizer, skip_bad, stats)
             if max_length is not None:
                 ids = [t[:max_length] for t in ids]
                 masks = [m[:max_length] for m in masks]
@@ -95,13 +135,17 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
             torch.cumsum(lengths, 0, out=offsets[1:])
             flat_ids = torch.cat(ids).to(torch.int32) if ids else torch.zeros(0, dtype=torch.int32)
             flat_mask = torch.cat(masks).to(torch.bool) if masks else torch.zeros(0, dtype=torch.bool)
-            vals = TensorDict({"input_ids": flat_ids, "assistant_masks": flat_mask}, [flat_ids.numel()])
-            w.append(RaggedTensorDict(vals, offsets))
+            if ids:
+                vals = TensorDict({"input_ids": flat_ids, "assistant_masks": flat_mask}, [flat_ids.numel()])
+                w.append(RaggedTensorDict(vals, offsets))
             stats.conversations += len(ids)
             stats.tokens += flat_ids.numel()
             stats.trained += int(flat_mask.sum())
-            bar.update(len(ids), items=flat_ids.numel())
-        if n == 0:
+            bar.update(len(chats), items=flat_ids.numel())
+        if stats.conversations == 0:
+            if n and stats.skipped:
+                raise CLIError(f"every conversation was rejected by the template; first: conversation "
+                               f"{stats.skipped[0][0]}: {stats.skipped[0][1]}")
             w.append(RaggedTensorDict(TensorDict({"input_ids": torch.zeros(0, dtype=torch.int32),
                                                   "assistant_masks": torch.zeros(0, dtype=torch.bool)}, [0]),
                                       torch.zeros(1, dtype=torch.int64)))
@@ -119,12 +163,27 @@ def run(args) -> int:
     tok = load_tokenizer(args.tokenizer)
     template = resolve_template(args.template, tok)
     tools = load_tools(args.tools)
+    if args.strict and not args.skip_bad:
+        raise CLIError("--strict goes with --skip-bad (without it, the first bad conversation already stops "
+                       "the run)", code=2)
     stats = tokenize_dataset(h, args.out, tok, template, tools=tools, max_length=args.max_length,
-                             batch_size=args.batch_size, overwrite=args.overwrite)
+                             batch_size=args.batch_size, overwrite=args.overwrite, skip_bad=args.skip_bad,
+                             allow_empty=args.allow_empty)
     if not args.quiet:
         rate = stats.tokens / max(stats.seconds, 1e-9)
         share = 100 * stats.trained / max(stats.tokens, 1)
-        say(f"tokenized {human_count(stats.conversations)} conversations into {args.out}: "
-            f"{human_count(stats.tokens)} tokens ({share:.1f}% trained by the assistant mask) "
+        say(f"tokenized {plural(stats.conversations, 'conversation')} into {args.out}: "
+            f"{plural(stats.tokens, 'token')} ({share:.1f}% trained by the assistant mask) "
             f"in {stats.seconds:.2f} s, {human_count(rate)} tokens/s")
+    if stats.skipped:
+        import sys
+
+        shown = ", ".join(str(i) for i, _ in stats.skipped[:MAX_REPORTED])
+        more = f" and {len(stats.skipped) - MAX_REPORTED} more" if len(stats.skipped) > MAX_REPORTED else ""
+        for i, reason in stats.skipped[:MAX_REPORTED]:
+            print(f"conversation {i}: {reason}", file=sys.stderr)
+        print(f"skipped {plural(len(stats.skipped), 'conversation')} the template rejects: {shown}{more}"
+              f"{' (--strict: exit 1)' if args.strict else ''}", file=sys.stderr)
+        if args.strict:
+            return 1
     return 0

@@ -73,12 +73,31 @@ def memmap(self, prefix=None, copy_existing: bool = False, *, num_threads: int =
         ex = ThreadPoolExecutor(1)
         fut = ex.submit(memmap, self, prefix, copy_existing, num_threads=num_threads, existsok=existsok, _like=_like)
         return TensorDictFuture(fut, ex)
+    out, temporary = _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like)
+    if temporary is not None:
+        _remove_when_gone(out, temporary)
+    return out
+
+
+def _remove_when_gone(owner, folder) -> None:
+    """Delete the temporary ``folder`` when ``owner`` is garbage-collected or the process exits.
+    Safe for the data still in use: a load maps every file at once, and a mapping outlives the
+    file's name (what is deleted is the folder entry; the pages stay until the last map goes)."""
+    import shutil
+    import weakref
+
+    weakref.finalize(owner, shutil.rmtree, str(folder), True)
+
+
+def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like):
+    """The memory-mapped copy, and the temporary folder made for it (None if ``prefix`` was given)."""
     st = _storage(self)
     saved = getattr(st, "_saved_path", None)
+    temporary = None
     if prefix is None:
         if saved is not None and getattr(st, "_is_memmap", False):
-            return self  # already memory-mapped: the same tensors
-        prefix = tempfile.mkdtemp(prefix="chatdata-memmap-")
+            return self, None  # already memory-mapped: the same tensors
+        prefix = temporary = tempfile.mkdtemp(prefix="chatdata-memmap-")
     prefix = Path(prefix).absolute()
     if not copy_existing:
         for key, t in _mmap_leaves(self):
@@ -87,10 +106,17 @@ def memmap(self, prefix=None, copy_existing: bool = False, *, num_threads: int =
                     f"entry {key!r} is already memory-mapped at {t.filename}, outside {prefix}; pass "
                     "copy_existing=True to copy it there"
                 )
-    persist.save(self, prefix, num_threads=num_threads, like=_like, existsok=existsok)
+    try:
+        persist.save(self, prefix, num_threads=num_threads, like=_like, existsok=existsok)
+    except BaseException:
+        if temporary is not None:
+            import shutil
+
+            shutil.rmtree(temporary, ignore_errors=True)
+        raise
     out = persist.load(prefix)
     _mark(out, prefix)
-    return out
+    return out, temporary
 
 
 def memmap_(self, prefix=None, copy_existing: bool = False, *, num_threads: int = 0, return_early: bool = False,
@@ -100,10 +126,12 @@ def memmap_(self, prefix=None, copy_existing: bool = False, *, num_threads: int 
         ex = ThreadPoolExecutor(1)
         fut = ex.submit(memmap_, self, prefix, copy_existing, num_threads=num_threads, existsok=existsok)
         return TensorDictFuture(fut, ex)
-    out = memmap(self, prefix, copy_existing, num_threads=num_threads, existsok=existsok)
+    out, temporary = _memmap_into(self, prefix, copy_existing, num_threads, existsok, False)
     if out is self:
         return self
     _adopt(self, out)
+    if temporary is not None:
+        _remove_when_gone(self, temporary)
     return self
 
 

@@ -411,19 +411,21 @@ class NonTensorStack(Batched):
         return NonTensorStack._from_parts(self._index_t.clone(), self._pool, self._device)
 
     def value_nbytes(self) -> torch.Tensor:
-        """Encoded size of every value in bytes (UTF-8 text; JSON text for other values), with
-        the stack's shape. Read from the offsets without decoding when the column is packed.
+        """Size in bytes of every value's text, with the stack's shape: a string's UTF-8 bytes,
+        0 for None, and the JSON text of any other value. Read from the offsets without decoding
+        when the column holds only strings.
 
         Example:
-            >>> NonTensorStack.from_list(["ab", "é"]).value_nbytes().tolist()
-            [2, 2]
+            >>> NonTensorStack.from_list(["ab", "é", None]).value_nbytes().tolist()
+            [2, 2, 0]
         """
         pool = self._pool
-        if pool.is_packed and not pool._extras:
+        if pool.is_packed and not pool._extras and pool.kind == "str":
             idx = self._index_t
             off = pool.offsets
             return off[idx + 1] - off[idx]
-        sizes = array("q", (len((v if type(v) is str else to_json(v)).encode("utf-8", "surrogatepass"))
+        sizes = array("q", (len(v.encode("utf-8", "surrogatepass")) if type(v) is str else
+                            0 if v is None else len(to_json(v).encode("utf-8", "surrogatepass"))
                             for v in pool.take(self._ids())))
         out = torch.frombuffer(sizes, dtype=torch.int64) if sizes else torch.zeros(0, dtype=torch.int64)
         return out.reshape(self.batch_size)

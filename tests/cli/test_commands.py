@@ -148,7 +148,9 @@ def test_demo(tmp_path):
     assert History.load_memmap(tmp_path / "demo" / "chats").to_chats() == load_sample_chats()
     assert load_memmap(tmp_path / "demo" / "tokens").batch_size[0] == 300
     _png_size((tmp_path / "demo" / "lengths.png").read_bytes())
-    assert run_cli("demo", "--out", tmp_path / "demo").returncode == 0  # re-running overwrites
+    again = run_cli("demo", "--out", tmp_path / "demo")  # like every subcommand: no silent overwrite
+    assert again.returncode == 1 and "--overwrite" in again.stderr
+    assert run_cli("demo", "--out", tmp_path / "demo", "--overwrite").returncode == 0
 
 
 def test_console_script_entry_point(capsys):

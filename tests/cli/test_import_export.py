@@ -110,7 +110,7 @@ def test_bad_lines_skipped_and_counted(tmp_path):
     assert any(l.startswith("bad.jsonl:line 5: message 0: message has no 'role'") for l in err)
     assert any(l.startswith("bad.jsonl:line 6: expected") for l in err)
     assert "Traceback" not in res.stderr
-    assert "imported 3 conversations" in res.stdout and "skipped 4 bad line(s)" in res.stdout
+    assert "imported 3 conversations" in res.stdout and "skipped 4 bad lines" in res.stdout
     assert [c[0]["content"] for c in History.load_memmap(out).to_chats()] == ["ok 1", "ok 2", "ok 3"]
 
 
@@ -140,10 +140,13 @@ def test_all_bad_is_an_error(tmp_path):
     assert res.returncode == 1 and "no valid conversation" in res.stderr
 
 
-def test_empty_file_gives_empty_dataset(tmp_path):
+def test_empty_file_is_an_error_unless_allowed(tmp_path):
     src = tmp_path / "empty.jsonl"
     src.write_text("\n")
-    assert run_cli("import", src, tmp_path / "ds").returncode == 0
+    res = run_cli("import", src, tmp_path / "ds")
+    assert res.returncode == 1 and "holds no conversation" in res.stderr and "--allow-empty" in res.stderr
+    assert not (tmp_path / "ds").exists()
+    assert run_cli("import", src, tmp_path / "ds", "--allow-empty").returncode == 0
     h = History.load_memmap(tmp_path / "ds")
     assert h.batch_size[0] == 0 and h.to_chats() == []
 

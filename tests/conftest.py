@@ -1,0 +1,52 @@
+"""Suite-wide: the tests run with their own temporary folder, and the run fails if anything of
+chatdata's is left in it (``chatdata-*`` folders from ``memmap()`` without a prefix, the demo, the
+examples, or ``.NAME.tmp-*`` save folders). pytest's own ``tmp_path`` folders are kept as usual."""
+import os
+import shutil
+import tempfile
+
+_STATE = {}
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):  # pragma: no cover - xdist workers share the controller's folder
+        return
+    root = tempfile.mkdtemp(prefix="chatdata-tests-")
+    _STATE["root"], _STATE["old"] = root, (os.environ.get("TMPDIR"), tempfile.tempdir)
+    os.environ["TMPDIR"] = root  # subprocesses (CLI tests, examples) inherit it
+    tempfile.tempdir = root
+
+
+def _is_ours(name):
+    # chatdata-memmap-* folders belong to objects still alive and go when they do (or at exit)
+    return (name.startswith("chatdata-") and not name.startswith("chatdata-memmap-")) or ".tmp-" in name
+
+
+def _leftovers(root):
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath == root:  # pytest's tmp_path folders hold what tests made on purpose
+            dirnames[:] = [d for d in dirnames if not d.startswith("pytest-of-")]
+        found += [os.path.join(dirpath, n) for n in dirnames + filenames if _is_ours(n)]
+        dirnames[:] = [d for d in dirnames if not _is_ours(d)]
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    root = _STATE.pop("root", None)
+    if root is None:
+        return
+    import gc
+
+    gc.collect()  # memmap()'s temporary folders go with their objects
+    leaks = _leftovers(root)
+    old_env, old_tempdir = _STATE.pop("old")
+    if old_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old_env
+    tempfile.tempdir = old_tempdir
+    if leaks:
+        print("\nthe tests left these in the temporary folder:\n  " + "\n  ".join(leaks[:20]))
+        session.exitstatus = 1
+    shutil.rmtree(root, ignore_errors=True)

@@ -7,7 +7,9 @@
     vs a bare batch encode (``tokenizer._tokenizer.encode_batch``) of the same rendered texts.
     Target: ratio <= 1.3.
 
-Both sides run in this process, interleaved, best of ``--repeat``. Usage::
+Both sides run in this process, interleaved, best of ``--repeat``; the table also gives the spread
+of the ratio over the alternated pairs (min-max), since a shared VM's speed drifts between runs
+and even between two neighbouring timings. Usage::
 
     python benchmarks/bench_cli.py [--n 100000] [--n-tokenize 2000] [--repeat 3] [--tmp DIR]
 """
@@ -48,12 +50,17 @@ def best(fn, repeat, setup=None):
     return min(times)
 
 
+SPREAD = {}
+
+
 def interleaved(a, b, repeat, setup_b=None):
-    """Best times of ``a`` and ``b`` run alternately (a shared, noisy machine drifts)."""
+    """Best times of ``a`` and ``b`` run alternately (a shared, noisy machine drifts); the ratio
+    of each alternated pair goes to ``SPREAD[b]``."""
     ta, tb = [], []
     for _ in range(repeat):
         ta.append(best(a, 1))
         tb.append(best(b, 1, setup_b))
+    SPREAD[b] = sorted(y / x for x, y in zip(ta, tb))
     return min(ta), min(tb)
 
 
@@ -81,14 +88,16 @@ def main(argv=None) -> int:
         print(f"wrote {args.n:,} conversations ({size / 2**20:.0f} MB) in {time.perf_counter() - t:.1f} s", flush=True)
 
         # the previous run's output is deleted before each timed import (not part of importing)
-        t_parse, t_import = interleaved(
-            lambda: parse_only(src),
-            lambda: import_file(src, tmp / "ds", overwrite=True, progress=False),
-            args.repeat, setup_b=lambda: shutil.rmtree(tmp / "ds", ignore_errors=True))
+        def do_import():
+            import_file(src, tmp / "ds", overwrite=True, progress=False)
+
+        t_parse, t_import = interleaved(lambda: parse_only(src), do_import, args.repeat,
+                                        setup_b=lambda: shutil.rmtree(tmp / "ds", ignore_errors=True))
         h = History.load_memmap(tmp / "ds")
         assert h.batch_size[0] == args.n
-        rows.append(("parse JSON lines (json.loads per line)", t_parse, size, None, None))
-        rows.append(("chatdata import (parse + History + write)", t_import, size, t_import / t_parse, 2.0))
+        rows.append(("parse JSON lines (json.loads per line)", t_parse, size, None, None, None))
+        rows.append(("chatdata import (parse + History + write)", t_import, size, t_import / t_parse, 2.0,
+                     SPREAD[do_import]))
 
         tok = load_sample_tokenizer()
         template = resolve_chat_template(tok)
@@ -108,19 +117,21 @@ def main(argv=None) -> int:
             tokenize_dataset(small, tmp / "tokens", tok, template, batch_size=512, overwrite=True, progress=False)
 
         t_bare, t_ours = interleaved(bare, ours, args.repeat)
-        rows.append((f"bare encode_batch of the rendered texts ({m:,} conv.)", t_bare, None, None, None))
-        rows.append(("chatdata tokenize (render + encode + masks + write)", t_ours, None, t_ours / t_bare, 1.3))
+        rows.append((f"bare encode_batch of the rendered texts ({m:,} conv.)", t_bare, None, None, None, None))
+        rows.append(("chatdata tokenize (render + encode + masks + write)", t_ours, None, t_ours / t_bare, 1.3,
+                     SPREAD[ours]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\n{'step':<56}{'seconds':>9}{'MB/s':>8}{'ratio':>8}{'target':>8}")
-    for name, sec, nbytes, ratio, target in rows:
+    print(f"\n{'step':<56}{'seconds':>9}{'MB/s':>8}{'ratio':>8}{'target':>8}  pairs (min-max)")
+    for name, sec, nbytes, ratio, target, spread in rows:
         mbs = f"{nbytes / 2**20 / sec:.0f}" if nbytes else ""
         r = f"{ratio:.2f}" if ratio else ""
         tg = f"<={target}" if target else ""
-        print(f"{name:<56}{sec:>9.2f}{mbs:>8}{r:>8}{tg:>8}")
+        sp = f"{spread[0]:.2f}-{spread[-1]:.2f}" if spread else ""
+        print(f"{name:<56}{sec:>9.2f}{mbs:>8}{r:>8}{tg:>8}  {sp}")
     print(f"\ntokens: {n_tokens:,} ({n_tokens / t_ours:,.0f} tokens/s through chatdata tokenize)")
-    ok = all(r is None or r <= t for _, _, _, r, t in rows)
+    ok = all(r is None or r <= t for _, _, _, r, t, _ in rows)
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

@@ -211,6 +211,41 @@ class History(TensorClass):
         except KeyError:
             raise KeyError(f"History has no column {name!r}; columns: {sorted(values.keys())}") from None
 
+    @classmethod
+    def from_message_columns(cls, columns: Mapping, offsets) -> "History":
+        """A batch of conversations from flat message columns (the inverse of
+        :meth:`message_column` / :meth:`conversation_offsets`), without per-message objects.
+
+        ``columns`` maps ``role`` and ``content`` (required) and optionally ``is_complete``,
+        ``tool_calls``, ``tool_responses``, ``extra`` and ``_flags`` (int8 key-presence bits,
+        see :mod:`chatdata.history.columns`) to a NonTensorStack, a NonTensorData constant or a
+        list with one value per message; ``offsets`` (int64, ``n_chats + 1``) bounds each chat.
+
+        Example:
+            >>> from chatdata.td import NonTensorStack
+            >>> h = History.from_message_columns({"role": ["user", "assistant"], "content": ["a", "b"]}, [0, 2])
+            >>> h.to_chats()
+            [[{'role': 'user', 'content': 'a'}, {'role': 'assistant', 'content': 'b'}]]
+        """
+        offsets = torch.as_tensor(offsets, dtype=torch.int64)
+        if offsets.ndim != 1 or offsets.numel() < 1 or int(offsets[0]) != 0:
+            raise ValueError("offsets must be a 1-D int64 sequence starting at 0")
+        n = int(offsets[-1])
+        unknown = set(columns) - {*cls._field_names, FLAGS_KEY}
+        if unknown or not {"role", "content"} <= set(columns):
+            raise ValueError(f"from_message_columns takes role, content and optionally "
+                             f"{[*cls._field_names[2:], FLAGS_KEY]}; got {sorted(columns)}")
+        entries = {}
+        for name, value in columns.items():
+            if isinstance(value, list):
+                value = _stack(value)
+            if not isinstance(value, torch.Tensor) and tuple(value.batch_size) != (n,):
+                raise ValueError(f"column {name!r} has batch size {tuple(value.batch_size)}, expected ({n},)")
+            entries[name] = value
+        td = TensorDict._new_unsafe(entries, torch.Size([n]), None)
+        normalize_storage(td)
+        return cls._from_storage(RaggedTensorDict(td, offsets))
+
     def to_chats(self):
         """Message dicts: a list per conversation (lists of lists for a batch), a dict for a
         single message. ``History.from_chats(x).to_chats() == x``.

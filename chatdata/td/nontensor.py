@@ -430,6 +430,39 @@ class NonTensorStack(Batched):
         out = torch.frombuffer(sizes, dtype=torch.int64) if sizes else torch.zeros(0, dtype=torch.int64)
         return out.reshape(self.batch_size)
 
+    def packed_column(self) -> tuple[torch.Tensor, torch.Tensor, str]:
+        """The values in order as one packed column: ``(data, offsets, kind)`` with ``data`` a
+        uint8 tensor of UTF-8 (``kind="str"``) or JSON text (``"json"``) and ``offsets`` int64
+        (``offsets[i]:offsets[i+1]`` is value ``i``; ``offsets[0]`` may be > 0). A 1-D stack over
+        a contiguous range of a packed (e.g. memory-mapped) pool gives views of it, no copy.
+
+        Example:
+            >>> data, off, kind = NonTensorStack.from_list(["ab", "é"]).packed_column()
+            >>> bytes(data[off[0]:off[-1]].numpy()), off.tolist(), kind
+            (b'ab\\xc3\\xa9', [0, 2, 4], 'str')
+        """
+        pool = self._pool
+        rng = self._rng
+        if pool.is_packed and not pool._extras and rng is not None and rng.step == 1:
+            return pool.data, pool.offsets[rng.start:rng.stop + 1], pool.kind
+        p = pool.packed(self._index_t.reshape(-1))
+        return p.data, p.offsets, p.kind
+
+    @classmethod
+    def from_packed(cls, data: torch.Tensor, offsets: torch.Tensor, kind: str = "str") -> "NonTensorStack":
+        """A 1-D stack over a packed column (no copy): value ``i`` is ``data[offsets[i]:offsets[i+1]]``
+        decoded as UTF-8 (``kind="str"``) or JSON (``"json"``); ``offsets[0]`` must be 0.
+
+        Example:
+            >>> NonTensorStack.from_packed(torch.tensor([104, 105], dtype=torch.uint8), torch.tensor([0, 1, 2])).tolist()
+            ['h', 'i']
+        """
+        if offsets.numel() < 1 or int(offsets[0]) != 0:
+            raise ValueError("packed offsets must start at 0")
+        if int(offsets[-1]) > data.numel():
+            raise ValueError(f"packed offsets end at {int(offsets[-1])}, beyond the {data.numel()} data bytes")
+        return cls._from_parts(range(offsets.numel() - 1), Pool.from_packed(data, offsets, kind))
+
     def value_counts(self) -> dict:
         """How often each distinct value occurs, most frequent first. Short packed strings
         (roles, labels) are counted by a vectorised unique over their bytes, without decoding

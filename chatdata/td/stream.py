@@ -194,6 +194,20 @@ class _Column:
                 self.rows += n
                 return
             values = [v] * n
+        elif isinstance(value, NonTensorStack) and value._pool.is_packed and value.batch_dims == 1:
+            # a packed column (e.g. from Arrow / another dataset): its bytes are written as they are
+            data, off, kind = value.packed_column()
+            if self.state != "const" and not (kind == "str" and self.kind == "json"):
+                if off.numel() != n + 1:
+                    raise ValueError(f"{where}: {off.numel() - 1} values for {n} rows")
+                a, b = int(off[0]), int(off[-1])
+                if self.state is None:
+                    self._open_strings(kind)
+                elif kind == "json" and self.kind == "str":
+                    self._to_json_kind()
+                self._write_strings(data[a:b], off - a if a else off, n)
+                return
+            values = _stack_values(value)
         elif isinstance(value, NonTensorStack):
             values = _stack_values(value)
             if len(values) != n:

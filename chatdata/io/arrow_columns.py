@@ -1,0 +1,284 @@
+"""Columns <-> Arrow arrays without copying: string columns, tensors, NonTensorStack, TensorDict.
+
+A packed string column (UTF-8 bytes + int64 offsets) *is* an Arrow ``large_string`` array: the
+two buffers are wrapped with ``pyarrow.foreign_buffer``, whose ``base`` keeps the tensors (and so
+the memory maps under them) alive. Tensors of shape ``(rows, *inner)`` become (nested)
+``fixed_size_list`` arrays over one flat buffer, also without a copy.
+
+Example:
+    >>> from chatdata import NonTensorStack
+    >>> arr = string_array(NonTensorStack.from_list(["hi", "é"]))   # doctest: +SKIP
+    >>> arr.type, arr.to_pylist()                                    # doctest: +SKIP
+    (DataType(large_string), ['hi', 'é'])
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from .deps import require_pyarrow
+
+__all__ = ["tensor_buffer", "string_array", "stack_from_strings", "tensor_to_array", "array_to_tensor",
+           "nontensor_to_arrow", "nontensor_from_arrow", "tensordict_to_arrow", "tensordict_from_arrow",
+           "python_array", "strip_nulls", "JSON_META"]
+
+# field metadata marking a large_string field whose values are JSON text (values Arrow cannot type)
+JSON_META = {b"chatdata.encoding": b"json"}
+
+
+def tensor_buffer(t: torch.Tensor):
+    """A ``pyarrow.Buffer`` over the memory of the contiguous CPU tensor ``t`` (no copy; the
+    buffer keeps ``t`` alive)."""
+    pa = require_pyarrow()
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    nbytes = t.numel() * t.element_size()
+    if nbytes == 0:
+        return pa.py_buffer(b"")
+    return pa.foreign_buffer(t.data_ptr(), nbytes, base=t)
+
+
+def _buffer_tensor(buf, dtype: torch.dtype, start: int, count: int) -> torch.Tensor:
+    """``count`` items of ``dtype`` from item ``start`` of an Arrow buffer (no copy)."""
+    if count == 0:
+        return torch.zeros(0, dtype=dtype)
+    with warnings.catch_warnings():  # read-only memory: chatdata never writes packed data in place
+        warnings.simplefilter("ignore", UserWarning)
+        np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+        return torch.from_numpy(np.frombuffer(buf, dtype=np_dtype, count=count, offset=start * np_dtype.itemsize))
+
+
+# -- strings ----------------------------------------------------------------------------------
+def string_array(stack):
+    """A ``large_string`` array of a 1-D NonTensorStack of strings, zero-copy when the stack is a
+    packed (e.g. memory-mapped) column. JSON-packed stacks are decoded (see :func:`python_array`)."""
+    pa = require_pyarrow()
+    data, offsets, kind = stack.packed_column()
+    if kind != "str":
+        return python_array(stack.tolist())[0]
+    n = offsets.numel() - 1
+    return pa.LargeStringArray.from_buffers(n, tensor_buffer(offsets), tensor_buffer(data), None, 0)
+
+
+def _string_parts(arr):
+    """(data uint8 tensor, offsets int64 tensor starting at 0) of a string / large_string array
+    without nulls; views of the Arrow buffers except for int32 offsets (widened) and rebasing."""
+    pa = require_pyarrow()
+    if pa.types.is_string(arr.type):
+        off_dtype = torch.int32
+    elif pa.types.is_large_string(arr.type):
+        off_dtype = torch.int64
+    else:
+        raise TypeError(f"expected a string array, got {arr.type}")
+    _, obuf, dbuf = arr.buffers()
+    n = len(arr)
+    off = _buffer_tensor(obuf, off_dtype, arr.offset, n + 1) if obuf is not None else torch.zeros(1, dtype=off_dtype)
+    off = off.to(torch.int64)
+    first = int(off[0])
+    if first:
+        off = off - first
+    total = int(off[-1])
+    data = _buffer_tensor(dbuf, torch.uint8, first, total) if total else torch.zeros(0, dtype=torch.uint8)
+    return data, off
+
+
+def stack_from_strings(arr):
+    """A NonTensorStack over a string array (its bytes stay in Arrow memory); nulls become None."""
+    from ..td import NonTensorStack
+
+    if arr.null_count:
+        return NonTensorStack.from_list(arr.to_pylist()) if len(arr) else NonTensorStack.from_list([])
+    data, off = _string_parts(arr)
+    return NonTensorStack.from_packed(data, off, "str")
+
+
+def strip_nulls(value):
+    """``value`` with every None-valued dict key removed, recursively (Arrow fills the keys a
+    struct row lacks with null; they read back as absent)."""
+    if type(value) is dict:
+        return {k: strip_nulls(v) for k, v in value.items() if v is not None}
+    if type(value) is list:
+        return [strip_nulls(v) for v in value]
+    return value
+
+
+def python_array(values: list):
+    """An Arrow array of Python values (None = null) typed by Arrow's inference, if reading it
+    back (with :func:`strip_nulls`) gives ``values`` exactly; otherwise a ``large_string`` array
+    of their JSON text (its field carries :data:`JSON_META`). Returns ``(array, is_json)``."""
+    pa = require_pyarrow()
+    try:
+        arr = pa.array(values, from_pandas=False)
+        if pa.types.is_string(arr.type):
+            arr = arr.cast(pa.large_string())
+        if pa.types.is_null(arr.type) or strip_nulls(arr.to_pylist()) == values:
+            return arr, False
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        pass
+    import json
+
+    texts = [None if v is None else json.dumps(v, ensure_ascii=False) for v in values]
+    return pa.array(texts, pa.large_string()), True
+
+
+# -- tensors ----------------------------------------------------------------------------------
+_TORCH_TO_ARROW = {
+    torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+    torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8",
+    torch.uint8: "uint8", torch.bool: "bool",
+}
+
+
+def tensor_to_array(t: torch.Tensor):
+    """A ``(rows, *inner)`` tensor as an Arrow array of rows: primitive for 1-D, nested
+    ``fixed_size_list`` for more dims (no copy except bool, which Arrow packs into bits)."""
+    pa = require_pyarrow()
+    name = _TORCH_TO_ARROW.get(t.dtype)
+    if name is None:
+        raise TypeError(f"tensors of dtype {t.dtype} have no Arrow type; cast to one of "
+                        f"{sorted(str(d) for d in _TORCH_TO_ARROW)} first")
+    if t.ndim == 0:
+        raise ValueError("a 0-d tensor has no rows; give a tensor of shape (rows, ...)")
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    if t.dtype == torch.bool:
+        arr = pa.array(flat.numpy(), pa.bool_())
+    else:
+        arr = pa.Array.from_buffers(getattr(pa, name)(), flat.numel(), [None, tensor_buffer(flat)])
+    for size in reversed(t.shape[1:]):
+        arr = pa.FixedSizeListArray.from_arrays(arr, int(size))
+    return arr
+
+
+def array_to_tensor(arr) -> torch.Tensor:
+    """The tensor of a primitive or nested ``fixed_size_list`` array (no copy for numbers)."""
+    pa = require_pyarrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    shape = [len(arr)]
+    while pa.types.is_fixed_size_list(arr.type):
+        if arr.null_count:
+            raise ValueError("a fixed-size list column with null rows cannot become a tensor")
+        size = arr.type.list_size
+        shape.append(size)
+        arr = arr.values[arr.offset * size:(arr.offset + len(arr)) * size]
+    if arr.null_count:
+        raise ValueError(f"a {arr.type} column with nulls cannot become a tensor")
+    if pa.types.is_boolean(arr.type):
+        flat = torch.from_numpy(arr.to_numpy(zero_copy_only=False).astype(np.bool_))
+    else:
+        np_arr = arr.to_numpy(zero_copy_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            flat = torch.from_numpy(np_arr) if np_arr.size else torch.from_numpy(np_arr.copy())
+    return flat.reshape(shape)
+
+
+# -- NonTensorStack / TensorDict ----------------------------------------------------------------
+def nontensor_to_arrow(stack):
+    """A 1-D NonTensorStack as an Arrow array: ``large_string`` for strings (zero-copy when
+    packed), Arrow's own type for JSON values. A stack of shape ``(rows, *inner)`` gives rows of
+    ``fixed_size_list``.
+
+    Example:
+        >>> from chatdata import NonTensorStack
+        >>> NonTensorStack.from_list(["a", "b"]).to_arrow().to_pylist()   # doctest: +SKIP
+        ['a', 'b']
+    """
+    pa = require_pyarrow()
+    shape = tuple(stack.batch_size)
+    flat = stack.reshape(-1) if len(shape) != 1 else stack
+    data, off, kind = flat.packed_column()
+    arr = string_array(flat) if kind == "str" else python_array(flat.tolist())[0]
+    for size in reversed(shape[1:]):
+        arr = pa.FixedSizeListArray.from_arrays(arr, int(size))
+    return arr
+
+
+def nontensor_from_arrow(arr):
+    """A NonTensorStack from an Arrow array (strings stay in the Arrow buffers)."""
+    pa = require_pyarrow()
+    from ..td import NonTensorStack
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return stack_from_strings(arr)
+    return NonTensorStack.from_list(strip_nulls(arr.to_pylist()))
+
+
+def tensordict_to_arrow(td):
+    """A TensorDict of batch ``(rows,)`` as a ``pyarrow.Table``: one column per key, tensors as
+    (fixed-size list) numbers, strings as ``large_string``, nested TensorDicts as struct columns.
+
+    Example:
+        >>> from chatdata import TensorDict
+        >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().schema   # doctest: +SKIP
+        x: fixed_size_list<item: float>[3]
+    """
+    pa = require_pyarrow()
+    if td.batch_dims != 1:
+        raise ValueError(f"to_arrow needs a TensorDict with one batch dim (rows), got batch size {tuple(td.batch_size)}")
+    names, arrays = _td_arrays(td, pa)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _td_arrays(td, pa):
+    from ..td import NonTensorData, NonTensorStack, TensorDict
+
+    n = td.batch_size[0]
+    names, arrays = [], []
+    for key in td.keys():
+        value = td._get_raw(key) if hasattr(td, "_get_raw") else td.get(key)
+        if isinstance(value, torch.Tensor):
+            arr = tensor_to_array(value)
+        elif isinstance(value, NonTensorStack):
+            arr = nontensor_to_arrow(value)
+        elif isinstance(value, NonTensorData):
+            arr = python_array([value.data] * n)[0]
+        elif isinstance(value, TensorDict):
+            sub_names, sub_arrays = _td_arrays(value, pa)
+            arr = pa.StructArray.from_arrays(sub_arrays, names=sub_names) if sub_arrays else pa.nulls(n)
+        else:
+            raise TypeError(f"entry {key!r} of type {type(value).__name__} has no Arrow form")
+        names.append(key)
+        arrays.append(arr)
+    return names, arrays
+
+
+def tensordict_from_arrow(table):
+    """A TensorDict of batch ``(rows,)`` from a ``pyarrow.Table`` (numbers and fixed-size lists
+    become tensors without a copy, strings NonTensorStacks, structs nested TensorDicts)."""
+    pa = require_pyarrow()
+    from ..td import TensorDict
+
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    return _td_from_columns(table.column_names, [table.column(i) for i in range(table.num_columns)],
+                            table.num_rows, pa, TensorDict)
+
+
+def _td_from_columns(names, columns, n, pa, TensorDict):
+    out = {}
+    for name, col in zip(names, columns):
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        t = col.type
+        if pa.types.is_struct(t):
+            out[name] = _td_from_columns([f.name for f in t], [col.field(i) for i in range(t.num_fields)], n, pa,
+                                         TensorDict)
+            continue
+        base = t
+        while pa.types.is_fixed_size_list(base):
+            base = base.value_type
+        if pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base):
+            if pa.types.is_unsigned_integer(base) and base.bit_width > 8:
+                raise TypeError(f"column {name!r}: {base} has no torch dtype")
+            out[name] = array_to_tensor(col)
+        else:
+            out[name] = nontensor_from_arrow(col)
+    return TensorDict(out, [n])

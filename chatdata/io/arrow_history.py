@@ -1,0 +1,326 @@
+"""History <-> Arrow: one row per conversation, a ``messages`` column of
+``large_list<struct<role, content, ...>>`` (the schema Hugging Face datasets uses for chats).
+
+Message struct fields, in this order: ``role``, ``content`` (``large_string``, or Arrow's type
+for content parts), then only the ones some message has: ``is_complete`` (bool),
+``tool_calls``, ``tool_responses``, every ``extra`` key (``name``, ``tool_call_id``,
+``reasoning_content``, ...). A message without a key holds null there, and a null reads back as
+an absent key, except ``content`` (null reads as ``None``, as in OpenAI/HF data). Only when some
+message holds a key explicitly set to ``None`` (or has no ``content`` key at all) is one more
+field written, ``_null_keys`` (the keys of that message which are present with value ``None``),
+so that ``History.from_arrow(h.to_arrow())`` gives ``h`` back exactly. Values Arrow cannot
+type without loss (e.g. tool arguments that are a str in one call and a dict in another) are
+written as JSON text in a ``large_string`` field whose metadata says ``chatdata.encoding: json``.
+
+From a memory-mapped History with string ``role``/``content`` columns nothing is copied: the
+Arrow buffers are the mapped files.
+
+Example:
+    >>> from chatdata import History
+    >>> h = History.from_chats([[{"role": "user", "content": "hi"}]])
+    >>> t = h.to_arrow()                                   # doctest: +SKIP
+    >>> History.from_arrow(t).to_chats() == h.to_chats()   # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+from .arrow_columns import JSON_META, python_array, stack_from_strings, string_array, strip_nulls, tensor_buffer
+from .deps import require_pyarrow
+
+__all__ = ["history_to_arrow", "history_from_arrow", "messages_array", "find_bad_rows", "NULL_KEYS"]
+
+NULL_KEYS = "_null_keys"
+_DEFAULTS = {"is_complete": True, "tool_calls": None, "tool_responses": None, "extra": None}
+
+
+def _flag_bits():
+    from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
+
+    return CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
+
+
+def _as_batch(h):
+    if h.ndim == 0:
+        return h.unsqueeze(0).unsqueeze(0)
+    if h.ndim == 1:
+        return h.unsqueeze(0)
+    if h.ndim != 2:
+        raise ValueError(f"to_arrow takes a conversation or a batch of them, got batch size {tuple(h.batch_size)}")
+    return h
+
+
+def _values(col, n: int) -> list:
+    from ..td import NonTensorData
+
+    if isinstance(col, NonTensorData):
+        return [col.data] * n
+    if isinstance(col, torch.Tensor):
+        return col.reshape(-1).tolist()
+    return col.reshape(-1).tolist() if col.batch_dims != 1 else col.tolist()
+
+
+def _is_default_const(col, name: str) -> bool:
+    from ..td import NonTensorData
+
+    return isinstance(col, NonTensorData) and col.data is _DEFAULTS[name]
+
+
+def messages_array(h):
+    """The flat ``struct`` array of all messages of the History ``h`` (see the module docstring)."""
+    pa = require_pyarrow()
+    from ..td import NonTensorData, NonTensorStack
+
+    CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES = _flag_bits()
+    n = int(h.conversation_offsets()[-1])
+    cols = {name: h.message_column(name) for name in ("role", "content", "is_complete", "tool_calls",
+                                                       "tool_responses", "extra")}
+    try:
+        flags = h.message_column("_flags").reshape(-1)
+    except KeyError:
+        flags = torch.zeros(n, dtype=torch.int8)
+    any_flags = bool(flags.any()) if n else False
+    fields, arrays = [], []
+
+    role = cols["role"]
+    if isinstance(role, NonTensorStack) and role.batch_dims == 1:
+        arrays.append(string_array(role))
+    else:
+        arrays.append(pa.array(_values(role, n), pa.large_string()))
+    fields.append(pa.field("role", pa.large_string()))
+
+    null_keys = None  # per message: keys present with value None
+    content = cols["content"]
+    content_absent = any_flags and bool((flags & CONTENT_ABSENT).any())
+    if isinstance(content, NonTensorStack) and content.batch_dims == 1 and content.packed_column()[2] == "str" \
+            and not content_absent:
+        arrays.append(string_array(content))
+        fields.append(pa.field("content", pa.large_string()))
+    else:
+        values = _values(content, n)
+        if content_absent:
+            fl = flags.tolist()
+            null_keys = [[] for _ in range(n)]
+            for i, (c, f) in enumerate(zip(values, fl)):
+                if f & CONTENT_ABSENT:
+                    values[i] = None
+                elif c is None:
+                    null_keys[i].append("content")
+        arr, is_json = python_array(values)
+        if pa.types.is_null(arr.type):
+            arr = pa.nulls(n, pa.large_string())
+        arrays.append(arr)
+        fields.append(pa.field("content", arr.type, metadata=JSON_META if is_json else None))
+
+    simple = not any_flags and all(_is_default_const(cols[k], k) for k in _DEFAULTS)
+    if not simple:
+        fl = flags.tolist()
+        extra_cols: dict[str, list] = {}
+        present = {}
+        for name, bit in (("is_complete", IS_COMPLETE), ("tool_calls", TOOL_CALLS),
+                          ("tool_responses", TOOL_RESPONSES)):
+            col = cols[name]
+            if _is_default_const(col, name) and not any(f & bit for f in fl):
+                continue
+            vals = _values(col, n)
+            out = [None] * n
+            default = _DEFAULTS[name]
+            for i, (v, f) in enumerate(zip(vals, fl)):
+                if f & bit or v is not default:
+                    if v is None:
+                        if null_keys is None:
+                            null_keys = [[] for _ in range(n)]
+                        null_keys[i].append(name)
+                    else:
+                        out[i] = v
+            present[name] = out
+        if not _is_default_const(cols["extra"], "extra"):
+            for i, ex in enumerate(_values(cols["extra"], n)):
+                if not ex:
+                    continue
+                for k, v in ex.items():
+                    if k in ("role", "content", *_DEFAULTS, NULL_KEYS):
+                        raise ValueError(f"message {i}: extra key {k!r} clashes with a message field")
+                    col = extra_cols.get(k)
+                    if col is None:
+                        col = extra_cols[k] = [None] * n
+                    if v is None:
+                        if null_keys is None:
+                            null_keys = [[] for _ in range(n)]
+                        null_keys[i].append(k)
+                    else:
+                        col[i] = v
+        if null_keys is not None and not content_absent:  # the rule with _null_keys: unlisted null = absent
+            for i, c in enumerate(_values(content, n)):
+                if c is None:
+                    null_keys[i].insert(0, "content")
+        for name, vals in (*present.items(), *extra_cols.items()):
+            if name == "is_complete":
+                arr, is_json = pa.array(vals, pa.bool_()), False
+            else:
+                arr, is_json = python_array(vals)
+            fields.append(pa.field(name, arr.type, metadata=JSON_META if is_json else None))
+            arrays.append(arr)
+    if null_keys is not None:
+        fields.append(pa.field(NULL_KEYS, pa.list_(pa.large_string())))
+        arrays.append(pa.array([k or None for k in null_keys], pa.list_(pa.large_string())))
+    return pa.StructArray.from_arrays(arrays, fields=fields)
+
+
+def history_to_arrow(h, column: str = "messages"):
+    """``h`` (a conversation or a batch) as a ``pyarrow.Table`` with one row per conversation.
+
+    Example:
+        >>> from chatdata import History
+        >>> History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow().num_rows   # doctest: +SKIP
+        1
+    """
+    pa = require_pyarrow()
+    h = _as_batch(h)
+    offsets = h.conversation_offsets().contiguous()
+    if offsets.numel() and int(offsets[0]):
+        offsets = offsets - offsets[0]
+    off = pa.Array.from_buffers(pa.int64(), offsets.numel(), [None, tensor_buffer(offsets)])
+    conversations = pa.LargeListArray.from_arrays(off, messages_array(h))
+    return pa.Table.from_arrays([conversations], names=[column])
+
+
+# -- reading ----------------------------------------------------------------------------------
+def _column_of(obj, column: str):
+    pa = require_pyarrow()
+    data = getattr(obj, "data", None)
+    if data is not None and hasattr(data, "table"):  # a datasets.Dataset
+        obj = data.table
+    if hasattr(obj, "table") and not isinstance(obj, (pa.Table, pa.RecordBatch)):  # datasets' Table wrappers
+        obj = obj.table
+    if isinstance(obj, (pa.Table, pa.RecordBatch)):
+        if column not in obj.schema.names:
+            raise ValueError(f"no column {column!r} (columns: {obj.schema.names}); pass column=... to name "
+                             "the messages column")
+        obj = obj.column(column)
+    if isinstance(obj, pa.ChunkedArray):
+        obj = obj.chunk(0) if obj.num_chunks == 1 else (
+            obj.combine_chunks() if obj.num_chunks else pa.array([], obj.type))
+    if not isinstance(obj, pa.Array):
+        raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch, (Chunked)Array or datasets.Dataset, "
+                        f"got {type(obj).__name__}")
+    return obj
+
+
+def _check_type(arr, column: str) -> None:
+    pa = require_pyarrow()
+    t = arr.type
+    ok = (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type)
+    if ok:
+        st = t.value_type
+        idx = st.get_field_index("role")
+        ok = idx >= 0 and (pa.types.is_string(st.field(idx).type) or pa.types.is_large_string(st.field(idx).type))
+    if not ok:
+        raise TypeError(f"column {column!r} has type {t}; expected list<struct<role: string, content: ...>> "
+                        "(one list of messages per row)")
+
+
+def _row_of(flat_index: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    return np.searchsorted(offsets, flat_index, side="right") - 1
+
+
+def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
+    """``(row, reason)`` for every row that cannot become a conversation: a null row, a null
+    message, a message without a role. Vectorised; raises TypeError for a column of the wrong type."""
+    pa = require_pyarrow()
+    arr = _column_of(obj, column)
+    _check_type(arr, column)
+    bad: dict[int, str] = {}
+    if arr.null_count:
+        for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
+            bad[i] = f"{column} is null"
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    offsets = offsets - offsets[0]
+    msgs = arr.flatten() if not arr.null_count else arr.values[arr.offsets[0].as_py():arr.offsets[-1].as_py()]
+    if msgs.null_count:
+        idx = np.flatnonzero(msgs.is_null().to_numpy(zero_copy_only=False))
+        for i, r in zip(idx.tolist(), _row_of(idx, offsets).tolist()):
+            bad.setdefault(r, f"message {i - offsets[r]} is null")
+    role = msgs.field("role")
+    if role.null_count:
+        idx = np.flatnonzero(role.is_null().to_numpy(zero_copy_only=False))
+        for i, r in zip(idx.tolist(), _row_of(idx, offsets).tolist()):
+            bad.setdefault(r, f"message {i - offsets[r]} has no role")
+    return sorted(bad.items())
+
+
+def history_from_arrow(obj, column: str = "messages"):
+    """A History (batch ``(rows, -1)``) from a table / array of message lists; see the module
+    docstring. Raises ValueError naming the row for a row that is not a conversation.
+
+    Example:
+        >>> from chatdata import History
+        >>> import pyarrow as pa                                             # doctest: +SKIP
+        >>> t = pa.table({"messages": [[{"role": "user", "content": "hi"}]]})  # doctest: +SKIP
+        >>> History.from_arrow(t).to_chats()                                 # doctest: +SKIP
+        [[{'role': 'user', 'content': 'hi'}]]
+    """
+    pa = require_pyarrow()
+    from ..history import History
+
+    arr = _column_of(obj, column)
+    _check_type(arr, column)
+    bad = find_bad_rows(arr, column)
+    if bad:
+        row, reason = bad[0]
+        raise ValueError(f"row {row}: {reason}" + (f" (and {len(bad) - 1} more bad rows)" if len(bad) > 1 else ""))
+    offsets = torch.from_numpy(arr.offsets.to_numpy().astype(np.int64, copy=True))
+    if offsets.numel() and int(offsets[0]):
+        offsets -= int(offsets[0])
+    msgs = arr.flatten()
+    st = msgs.type
+    names = [f.name for f in st]
+    n = len(msgs)
+    live = [nm for nm in names if nm not in ("role", "content") and msgs.field(nm).null_count < n]
+    content_t = st.field("content").type if "content" in names else None
+    if not live and content_t is not None and (pa.types.is_string(content_t) or pa.types.is_large_string(content_t)) \
+            and not (st.field("content").metadata or {}).get(b"chatdata.encoding"):
+        cols = {"role": stack_from_strings(msgs.field("role")), "content": stack_from_strings(msgs.field("content"))}
+        return History.from_message_columns(cols, offsets)
+    flat = _messages(msgs, st, names, n)
+    off = offsets.tolist()
+    chats = [flat[a:b] for a, b in zip(off[:-1], off[1:])]
+    try:
+        return History.from_chats(chats)
+    except ValueError as err:
+        msg = str(err)
+        if msg.startswith("chat "):
+            msg = "row " + msg[5:]
+        raise ValueError(msg) from None
+
+
+def _messages(msgs, st, names, n) -> list[dict]:
+    """Message dicts of a struct array, with the null rules of the module docstring."""
+    columns = {}
+    for nm in names:
+        vals = msgs.field(nm).to_pylist()
+        if (st.field(nm).metadata or {}).get(b"chatdata.encoding") == b"json":
+            vals = [None if v is None else json.loads(v) for v in vals]
+        elif nm not in ("role", NULL_KEYS):
+            vals = strip_nulls(vals)
+        columns[nm] = vals
+    null_keys = columns.pop(NULL_KEYS, None)
+    order = [nm for nm in names if nm != NULL_KEYS]
+    out = []
+    for i in range(n):
+        nk = null_keys[i] if null_keys is not None else None
+        m = {}
+        for nm in order:
+            v = columns[nm][i]
+            if v is not None:
+                m[nm] = v
+            elif nm == "content" and null_keys is None:
+                m[nm] = None
+            elif nk and nm in nk:
+                m[nm] = None
+        out.append(m)
+    return out

@@ -1,0 +1,37 @@
+"""Optional dependencies of :mod:`chatdata.io`, imported only when a feature needs them.
+
+Example:
+    >>> pa = require_pyarrow()   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["require_pyarrow", "require_datasets", "require_ray"]
+
+
+def _require(module: str, extra: str, what: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(
+            f"{what} needs the optional package {module.split('.')[0]!r}, which is not installed "
+            f"({err}); install it with: pip install \"chatdata[{extra}]\""
+        ) from None
+
+
+def require_pyarrow():
+    """The ``pyarrow`` module, or an ImportError saying ``pip install "chatdata[arrow]"``."""
+    return _require("pyarrow", "arrow", "Arrow / Parquet support")
+
+
+def require_datasets():
+    """The ``datasets`` module, or an ImportError saying ``pip install "chatdata[hf]"``."""
+    return _require("datasets", "hf", "Hugging Face datasets support")
+
+
+def require_ray():
+    """The ``ray`` module (with Ray Data), or an ImportError saying ``pip install "chatdata[ray]"``."""
+    ray = _require("ray", "ray", "Ray Data support")
+    _require("ray.data", "ray", "Ray Data support")
+    return ray

@@ -1,0 +1,2 @@
+def open_dataset(*a, **k): pass
+class ShardedDataset: pass

@@ -23,6 +23,7 @@ from .td import (
 from .history import ContentBase, History
 from .specs import Binary, Bounded, Categorical, Composite, NonTensor, TensorSpec, Unbounded
 from .templates import TemplateError, add_chat_template, list_chat_templates
+from .io import open_dataset  # also attaches to_arrow/from_arrow (pyarrow is imported only when called)
 
 __version__ = "0.1.0"
 
@@ -31,5 +32,5 @@ __all__ = [
     "MemoryMappedTensor", "RaggedTensorDict", "set_list_to_stack", "list_to_stack", "LockedError",
     "BatchSizeError", "FormatError", "load_memmap", "History", "ContentBase", "Composite", "NonTensor",
     "TensorSpec", "Unbounded", "Bounded", "Categorical", "Binary", "TemplateError", "add_chat_template",
-    "list_chat_templates",
+    "list_chat_templates", "open_dataset",
 ]

@@ -1,2 +1,452 @@
-def open_dataset(*a, **k): pass
-class ShardedDataset: pass
+"""Sharded datasets: a folder of ordinary chatdata datasets plus a ``manifest.json``.
+
+::
+
+    corpus/
+    ├── manifest.json        {"format": "chatdata-sharded", "version": 1, "kind": "History",
+    │                         "items": 30, "shards": [{"path": "shards/shard-...", "items": 10}, ...]}
+    ├── .manifest.lock       (empty; writers take an fcntl lock on it)
+    └── shards/
+        ├── shard-00001732540000000000000-1f3a.../   a dataset as `chatdata import` writes it
+        └── ...
+
+A writer writes its shard folder (atomically, under a name no other writer can pick), then,
+holding an exclusive ``fcntl`` lock on ``.manifest.lock``, re-reads the manifest, adds its
+shards and replaces the manifest with ``os.replace`` of a fully written, fsynced temporary file.
+So concurrent writers lose no shard, and a reader (which takes no lock) always sees a whole
+manifest: the old one or the new one. A writer killed at any point leaves at worst an orphan
+shard folder that no manifest names.
+
+Example:
+    >>> import tempfile, chatdata
+    >>> path = tempfile.mkdtemp() + "/corpus"
+    >>> ds = chatdata.open_dataset(path, mode="a")
+    >>> ds.append(chatdata.History.from_chats([[{"role": "user", "content": "hi"}]]))
+    >>> ds.append(chatdata.History.from_chats([[{"role": "user", "content": "yo"}]]))
+    >>> r = chatdata.open_dataset(path)
+    >>> len(r), r[1].content
+    (2, ['yo'])
+"""
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+__all__ = ["open_dataset", "ShardedDataset", "ShardedWriter", "MANIFEST", "is_sharded"]
+
+MANIFEST = "manifest.json"
+LOCK = ".manifest.lock"
+SHARDS = "shards"
+FORMAT = "chatdata-sharded"
+VERSION = 1
+
+
+def _format_error(msg: str):
+    from ..td import FormatError
+
+    return FormatError(msg)
+
+
+def is_sharded(path) -> bool:
+    """True if ``path`` is a folder holding a ``manifest.json``."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _kind_of(obj) -> str:
+    from ..history import History
+    from ..td import RaggedTensorDict
+
+    if isinstance(obj, History):
+        return "History"
+    if isinstance(obj, RaggedTensorDict):
+        keys = set(obj.keys())
+        return "tokens" if "input_ids" in keys else "ragged"
+    return type(obj).__name__
+
+
+def _items(obj) -> int:
+    return int(obj.batch_size[0]) if obj.batch_size else 1
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """An exclusive lock on ``folder/.manifest.lock`` (advisory ``fcntl.flock``; released when the
+    process dies, so a killed writer never leaves the folder locked)."""
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no cross-process lock available
+            fcntl = None
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _read_manifest(folder: Path) -> dict:
+    path = folder / MANIFEST
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = json.load(f)
+    except FileNotFoundError:
+        raise _format_error(f"{path}: no such manifest") from None
+    except ValueError as err:
+        raise _format_error(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise _format_error(f"{path}: not a chatdata sharded-dataset manifest (no \"format\": \"{FORMAT}\")")
+    if not isinstance(m.get("version"), int) or m["version"] > VERSION:
+        raise _format_error(f"{path}: manifest version {m.get('version')!r} is newer than this chatdata ({VERSION})")
+    shards = m.get("shards")
+    if not isinstance(shards, list):
+        raise _format_error(f"{path}: 'shards' must be a list")
+    for i, s in enumerate(shards):
+        p = s.get("path") if isinstance(s, dict) else None
+        if not isinstance(p, str) or not isinstance(s.get("items"), int) or s["items"] < 0:
+            raise _format_error(f"{path}: shard {i} must be {{\"path\": str, \"items\": int >= 0}}, got {s!r}")
+        parts = Path(p).parts
+        if Path(p).is_absolute() or ".." in parts or not parts:
+            raise _format_error(f"{path}: shard {i} path {p!r} is not a relative path inside the folder")
+    return m
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    """Replace the manifest atomically: write a temporary file, fsync it, rename it over."""
+    tmp = folder / f".{MANIFEST}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, ensure_ascii=False, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / MANIFEST)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # make the rename durable
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _empty_manifest(kind: str | None) -> dict:
+    return {"format": FORMAT, "version": VERSION, "kind": kind, "items": 0, "shards": []}
+
+
+def new_shard_name() -> str:
+    """A shard folder name no other writer (process, thread or machine) picks: time + random."""
+    return f"shard-{time.time_ns():020d}-{uuid.uuid4().hex}"
+
+
+def commit_shards(folder, entries: list[dict], kind: str | None, *, replace: bool = False) -> dict:
+    """Add shard ``entries`` (``{"path", "items"}``) to the manifest of ``folder`` under the lock
+    (``replace=True``: they become the only shards); returns the new manifest."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _locked(folder):
+        m = _read_manifest(folder) if (folder / MANIFEST).is_file() else _empty_manifest(kind)
+        if replace:
+            m = _empty_manifest(kind)
+        if kind is not None and m.get("kind") not in (None, kind):
+            raise ValueError(f"{folder}: cannot add {kind} shards to a dataset of {m['kind']} shards")
+        if m.get("kind") is None:
+            m["kind"] = kind
+        m["shards"] = [*m["shards"], *entries]
+        m["items"] = sum(s["items"] for s in m["shards"])
+        _write_manifest(folder, m)
+    return m
+
+
+class ShardedDataset:
+    """A sharded dataset opened by :func:`open_dataset`: one lazy sequence over its shards.
+
+    ``len(ds)`` is the number of items (conversations, or token rows); ``ds[i]`` an item;
+    ``ds[a:b]`` a History (or ragged stack) of those items, read from the shards they live in;
+    ``ds.shard(k)`` the k-th shard as loaded by ``load_memmap``. In mode ``"a"``,
+    :meth:`append` adds a shard.
+    """
+
+    def __init__(self, path, mode: str = "r"):
+        self.path = Path(path)
+        self.mode = mode
+        self._loaded: dict[int, object] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the manifest (a reader sees the shards committed when it (re)opened)."""
+        m = _read_manifest(self.path)
+        for i, s in enumerate(m["shards"]):
+            if not (self.path / s["path"] / "meta.json").is_file():
+                raise _format_error(f"{self.path / MANIFEST}: shard {i} ({s['path']}) is missing "
+                                    f"(no {self.path / s['path'] / 'meta.json'})")
+        self.manifest = m
+        self.kind = m.get("kind")
+        self._starts = [0]
+        for s in m["shards"]:
+            self._starts.append(self._starts[-1] + s["items"])
+        self._loaded = {}
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def num_shards(self) -> int:
+        return len(self.manifest["shards"])
+
+    def shard_paths(self) -> list[Path]:
+        """The folders of the shards, in manifest order."""
+        return [self.path / s["path"] for s in self.manifest["shards"]]
+
+    def shard(self, k: int):
+        """Shard ``k``, loaded lazily (memory-mapped) and checked against the manifest."""
+        obj = self._loaded.get(k)
+        if obj is None:
+            from ..history import History  # noqa: F401 - registers the class for load_memmap
+            from ..td import load_memmap
+
+            entry = self.manifest["shards"][k]
+            path = self.path / entry["path"]
+            obj = load_memmap(path)
+            if _items(obj) != entry["items"]:
+                raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds {_items(obj)} "
+                                    f"items, the manifest says {entry['items']}")
+            self._loaded[k] = obj
+        return obj
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def _locate(self, i: int) -> tuple[int, int]:
+        k = bisect.bisect_right(self._starts, i) - 1
+        return k, i - self._starts[k]
+
+    def __getitem__(self, index):
+        n = len(self)
+        if isinstance(index, slice):
+            return self._range(*index.indices(n))
+        if not isinstance(index, int):
+            index = int(index)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of range for a dataset of {n} items")
+        k, j = self._locate(index % n)
+        return self.shard(k)[j]
+
+    def _range(self, start: int, stop: int, step: int):
+        if step != 1:
+            raise IndexError("sharded datasets take slices with step 1")
+        pieces = []
+        i = start
+        while i < stop:
+            k, j = self._locate(i)
+            take = min(stop - i, self.manifest["shards"][k]["items"] - j)
+            if take > 0:
+                pieces.append(self.shard(k)[j:j + take])
+            i += max(take, 1)
+        return _concat(pieces, self)
+
+    def __iter__(self):
+        for k in range(self.num_shards):
+            s = self.shard(k)
+            for j in range(_items(s)):
+                yield s[j]
+
+    def iter_chunks(self, size: int):
+        """Consecutive pieces of at most ``size`` items, never crossing a shard (no copies)."""
+        for k in range(self.num_shards):
+            s = self.shard(k)
+            n = _items(s)
+            for a in range(0, n, size):
+                yield s[a:a + size]
+
+    def to_chats(self):
+        """Every conversation as message dicts (for a History dataset)."""
+        return [c for k in range(self.num_shards) for c in self.shard(k).to_chats()]
+
+    def to_arrow(self, column: str = "messages"):
+        """One ``pyarrow.Table`` over all shards (one chunk per shard, zero-copy per shard)."""
+        from .deps import require_pyarrow
+
+        pa = require_pyarrow()
+        tables = [self.shard(k).to_arrow() if self.kind != "History" else self.shard(k).to_arrow(column)
+                  for k in range(self.num_shards)]
+        if not tables:
+            from ..history import History
+
+            return History.from_chats([]).to_arrow(column)
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    def __repr__(self) -> str:
+        return f"ShardedDataset({str(self.path)!r}, kind={self.kind!r}, items={len(self)}, shards={self.num_shards})"
+
+    # -- writing ----------------------------------------------------------------------------
+    def append(self, obj) -> None:
+        """Write ``obj`` (a batch of conversations, or a ragged token set) as a new shard and
+        add it to the manifest atomically; safe with other writers appending at the same time."""
+        if self.mode != "a":
+            raise PermissionError(f"{self.path} was opened with mode={self.mode!r}; open it with mode=\"a\" to append")
+        from ..history import History
+
+        if isinstance(obj, History) and obj.ndim == 1:
+            obj = obj.unsqueeze(0)
+        kind = _kind_of(obj)
+        name = f"{SHARDS}/{new_shard_name()}"
+        (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
+        obj.memmap(str(self.path / name))
+        try:
+            commit_shards(self.path, [{"path": name, "items": _items(obj)}], kind)
+        except BaseException:
+            shutil.rmtree(self.path / name, ignore_errors=True)
+            raise
+        self.refresh()
+
+
+def _concat(pieces: list, ds: ShardedDataset):
+    from ..history import History
+    from ..td import RaggedTensorDict
+
+    if not pieces:
+        if ds.kind == "History" or ds.kind is None:
+            return History.from_chats([])
+        return ds.shard(0)[0:0]
+    if len(pieces) == 1:
+        return pieces[0]
+    if isinstance(pieces[0], History):
+        out = pieces[0]
+        for p in pieces[1:]:
+            out = out.extend(p, inplace=False)
+        return out
+    if isinstance(pieces[0], RaggedTensorDict):
+        return RaggedTensorDict.cat(pieces)
+    from ..td.functional import cat
+
+    return cat(pieces, 0)
+
+
+def open_dataset(path, mode: str = "r"):
+    """Open a dataset folder: a plain chatdata dataset (returned as ``load_memmap`` gives it, a
+    lazy History or token set), or a sharded folder with a ``manifest.json`` (a
+    :class:`ShardedDataset`, indexable across shards). ``mode="a"`` opens (creating it if needed)
+    a sharded dataset for :meth:`ShardedDataset.append`.
+
+    Example:
+        >>> import tempfile, chatdata
+        >>> ds = chatdata.open_dataset(tempfile.mkdtemp() + "/new", mode="a")
+        >>> len(ds), ds.num_shards
+        (0, 0)
+    """
+    if mode not in ("r", "a"):
+        raise ValueError(f"mode must be 'r' or 'a', got {mode!r}")
+    p = Path(path)
+    if mode == "a":
+        if (p / "meta.json").is_file() and not (p / MANIFEST).is_file():
+            raise ValueError(f"{p} is a plain (unsharded) dataset; append shards to a sharded folder instead")
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"{p} is a file, not a dataset folder")
+        if not (p / MANIFEST).is_file():
+            if p.is_dir() and any(x.name not in (LOCK, SHARDS) for x in p.iterdir()):
+                raise ValueError(f"{p} is a non-empty folder that is not a chatdata dataset")
+            p.mkdir(parents=True, exist_ok=True)
+            with _locked(p):
+                if not (p / MANIFEST).is_file():
+                    _write_manifest(p, _empty_manifest(None))
+        return ShardedDataset(p, "a")
+    if (p / MANIFEST).is_file():
+        return ShardedDataset(p, "r")
+    if (p / "meta.json").is_file():
+        from ..history import History  # noqa: F401 - registers the class for load_memmap
+        from ..td import load_memmap
+
+        return load_memmap(p)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such dataset")
+    raise _format_error(f"{p} is neither a chatdata dataset (no meta.json) nor a sharded one (no {MANIFEST})")
+
+
+class ShardedWriter:
+    """Streams items into new shards of at most ``shard_size`` items; :meth:`close` adds them all
+    to the manifest in one atomic update (so an import either lands whole or not at all), and
+    :meth:`abort` removes them. Same ``append``/``close``/``abort`` as ``StreamWriter``.
+
+    Example:
+        >>> import tempfile, chatdata
+        >>> w = ShardedWriter(tempfile.mkdtemp() + "/c", shard_size=1)
+        >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]))
+        >>> w.close().num_shards
+        2
+    """
+
+    def __init__(self, path, shard_size: int, *, kind: str = "History", overwrite: bool = False, columns=None):
+        if shard_size <= 0:
+            raise ValueError("shard_size must be > 0")
+        self.path = Path(path)
+        self.shard_size = shard_size
+        self.kind = kind
+        self.overwrite = overwrite
+        self.columns = columns
+        self.entries: list[dict] = []
+        self._current = None
+        self._current_name = None
+        self._current_items = 0
+        (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
+
+    def _open(self):
+        from ..td.stream import StreamWriter
+
+        self._current_name = f"{SHARDS}/{new_shard_name()}"
+        if self.kind == "History":
+            from ..history import History
+            from ..history.columns import FIELDS, FLAGS_KEY
+
+            self._current = StreamWriter(self.path / self._current_name, tensorclass=History,
+                                         columns=(*FIELDS, FLAGS_KEY))
+        else:
+            self._current = StreamWriter(self.path / self._current_name, columns=self.columns or ())
+        self._current_items = 0
+
+    def _finish(self):
+        if self._current is not None:
+            self._current.close()
+            self.entries.append({"path": self._current_name, "items": self._current_items})
+            self._current = None
+
+    def append(self, chunk) -> None:
+        """Append a ragged chunk (a History batch or a ragged stack), split across shards."""
+        n = _items(chunk)
+        a = 0
+        while a < n:
+            if self._current is None:
+                self._open()
+            take = min(n - a, self.shard_size - self._current_items)
+            self._current.append(chunk[a:a + take] if (a, take) != (0, n) else chunk)
+            self._current_items += take
+            a += take
+            if self._current_items >= self.shard_size:
+                self._finish()
+
+    def close(self) -> ShardedDataset:
+        """Finish the last shard and commit every shard written to the manifest."""
+        try:
+            self._finish()
+        except BaseException:
+            self.abort()
+            raise
+        old = _read_manifest(self.path)["shards"] if (self.overwrite and is_sharded(self.path)) else []
+        commit_shards(self.path, self.entries, self.kind, replace=self.overwrite)
+        for s in old:  # replaced by --overwrite: no manifest names them any more
+            shutil.rmtree(self.path / s["path"], ignore_errors=True)
+        return ShardedDataset(self.path)
+
+    def abort(self) -> None:
+        """Remove every shard this writer wrote; the manifest is untouched."""
+        if self._current is not None:
+            self._current.abort()
+            self._current = None
+        for e in self.entries:
+            shutil.rmtree(self.path / e["path"], ignore_errors=True)
+        self.entries = []

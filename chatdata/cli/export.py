@@ -19,7 +19,8 @@ HELP = "export a History dataset to JSON Lines ({\"messages\": [...]} per line)"
 EXAMPLE = """examples:
   chatdata export ds/ chats.jsonl
   chatdata export ds/ chats.jsonl.gz --chunk-size 4096
-  chatdata export ds/ chats.jsonl --overwrite        # replace an existing file"""
+  chatdata export ds/ chats.jsonl --overwrite        # replace an existing file
+  chatdata export ds/ chats.parquet"""
 
 
 def add_parser(sub):
@@ -33,6 +34,7 @@ def add_parser(sub):
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
     p.add_argument("--allow-empty", action="store_true", help="write an empty file for an empty dataset "
                    "(default: an error)")
+    p.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by OUT's extension)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     p.set_defaults(func=run)
     return p
@@ -79,11 +81,33 @@ def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite:
     return n
 
 
+def _export_parquet(ds, out, chunk_size: int, *, overwrite: bool = True, allow_empty: bool = True) -> int:
+    """Parquet output: chatdata.io writes it (one row group per chunk)."""
+    from ..io.sharded import open_dataset
+    from ..io.tables import export_parquet
+    from ..td import FormatError
+
+    if str(out) == "-":
+        raise CLIError("Parquet cannot be written to stdout; give a .parquet file name")
+    if not Path(ds).exists():
+        raise CLIError(f"{ds}: no such dataset (run `chatdata import SRC {ds}` first)")
+    check_output(out, overwrite, kind="file")
+    try:
+        if not allow_empty and len(open_dataset(ds)) == 0:
+            raise CLIError(f"{ds} holds no conversation; pass --allow-empty to write an empty file")
+        return export_parquet(ds, out, chunk_size=chunk_size)
+    except (ValueError, FormatError) as err:
+        raise CLIError(str(err)) from None
+
+
 def run(args) -> int:
     if args.chunk_size <= 0:
         raise CLIError("--chunk-size must be > 0")
     t = time.perf_counter()
-    n = export_dataset(args.ds, args.out, args.chunk_size, overwrite=args.overwrite, allow_empty=args.allow_empty)
+    if args.format == "parquet" or (args.format is None and str(args.out).lower().endswith(".parquet")):
+        n = _export_parquet(args.ds, args.out, args.chunk_size, overwrite=args.overwrite, allow_empty=args.allow_empty)
+    else:
+        n = export_dataset(args.ds, args.out, args.chunk_size, overwrite=args.overwrite, allow_empty=args.allow_empty)
     if not args.quiet and args.out != "-":
         say(f"exported {plural(n, 'conversation')} from {args.ds} to {args.out} in {time.perf_counter() - t:.2f} s")
     return 0

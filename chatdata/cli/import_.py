@@ -30,7 +30,9 @@ HELP = "import JSON Lines / JSON conversations into a memmapped History dataset"
 EXAMPLE = """examples:
   chatdata import chats.jsonl ds/
   chatdata import sharegpt.json ds/ --strict
-  chatdata import big.jsonl.gz ds/ --chunk-size 16384 --overwrite"""
+  chatdata import big.jsonl.gz ds/ --chunk-size 16384 --overwrite
+  chatdata import train.parquet ds/ --column messages
+  chatdata import hub_repo/data/ corpus/ --shard-size 100000"""
 
 FORMATS = ("auto", "openai", "sharegpt", "bare")
 SHAREGPT_ROLES = {
@@ -46,7 +48,8 @@ CHUNK_BYTES = 8 << 20
 def add_parser(sub):
     p = sub.add_parser("import", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=_raw_formatter())
-    p.add_argument("src", help="a .jsonl / .json file (optionally .gz)")
+    p.add_argument("src", help="a .jsonl / .json file (optionally .gz), a .parquet / .arrow file, a folder of them, "
+                   "or a datasets save_to_disk folder")
     p.add_argument("out", help="the dataset folder to write")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="record shape: openai {messages}, sharegpt {conversations}, bare [messages] (default: auto, per line)")
@@ -56,6 +59,9 @@ def add_parser(sub):
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it is an existing dataset")
     p.add_argument("--allow-empty", action="store_true",
                    help="write an empty dataset when SRC holds no conversation (default: an error)")
+    p.add_argument("--column", default="messages", help="Parquet/Arrow: the messages column (default: messages)")
+    p.add_argument("--shard-size", type=_positive, metavar="N",
+                   help="write a sharded dataset (shards of N conversations + manifest.json)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     p.set_defaults(func=run)
     return p
@@ -215,7 +221,8 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: bool = False,
                 overwrite: bool = True, progress: bool | None = None, report=None,
-                chunk_bytes: int = CHUNK_BYTES, allow_empty: bool = False) -> ImportStats:
+                chunk_bytes: int = CHUNK_BYTES, allow_empty: bool = False, column: str = "messages",
+                shard_size: int | None = None) -> ImportStats:
     """Import ``src`` into the dataset folder ``out``; returns counts. ``report(msg)`` receives
     each bad-line message (default: printed to stderr). Raises :class:`CLIError`, also when
     ``src`` holds no conversation at all, unless ``allow_empty``.
@@ -233,11 +240,18 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     src, out = Path(src), Path(out)
     if not src.exists():
         raise CLIError(f"{src}: no such file")
+    from ..io.tables import is_table_source
+
+    if is_table_source(src):  # Parquet / Arrow: chatdata.io reads it
+        return _import_tables(src, out, column, chunk_size, strict, overwrite, shard_size, report, allow_empty)
     if src.is_dir():
         raise CLIError(f"{src} is a folder; give a .jsonl or .json file")
     if fmt not in FORMATS:
         raise CLIError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    _check_out(out, overwrite)
+    if shard_size:
+        _check_sharded_out(out, overwrite)
+    else:
+        _check_out(out, overwrite)
     report = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
     stats = ImportStats()
     size = src.stat().st_size if src.suffix != ".gz" else None
@@ -276,7 +290,8 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         stats.messages += int(h.conversation_offsets()[-1])
 
     start = time.perf_counter()
-    writer = StreamWriter(out, tensorclass=History, columns=(*FIELDS, FLAGS_KEY))
+    writer = _sharded_writer(out, shard_size, overwrite) if shard_size else \
+        StreamWriter(out, tensorclass=History, columns=(*FIELDS, FLAGS_KEY))
     try:
         convs, wheres = [], []
         flushed_at = 0
@@ -306,7 +321,8 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
                 raise CLIError(f"{src}: no valid conversation ({plural(stats.bad, 'bad line')}; first: {stats.first_bad})")
             if not allow_empty:
                 raise CLIError(f"{src} holds no conversation; pass --allow-empty to write an empty dataset")
-            writer.append(RaggedTensorDict(build_storage([], None), torch.zeros(1, dtype=torch.int64)))
+            if not shard_size:
+                writer.append(RaggedTensorDict(build_storage([], None), torch.zeros(1, dtype=torch.int64)))
         writer.close()
     except BaseException:
         writer.abort()
@@ -318,9 +334,37 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     return stats
 
 
+# -- Parquet / Arrow sources and sharded output: chatdata.io does the work ------------------------
+def _import_tables(src, out, column, chunk_size, strict, overwrite, shard_size, report, allow_empty):
+    from ..io.tables import import_tables
+    from ..td import FormatError
+
+    try:
+        return import_tables(src, out, column=column, chunk_size=chunk_size, strict=strict, overwrite=overwrite,
+                             shard_size=shard_size, report=report, allow_empty=allow_empty)
+    except (ValueError, FormatError) as err:
+        raise CLIError(str(err)) from None
+
+
+def _check_sharded_out(out: Path, overwrite: bool) -> None:
+    from ..io.tables import check_target
+
+    try:
+        check_target(out, overwrite, sharded=True)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+
+
+def _sharded_writer(out: Path, shard_size: int, overwrite: bool):
+    from ..io.sharded import ShardedWriter
+
+    return ShardedWriter(out, shard_size, overwrite=overwrite)
+
+
 def run(args) -> int:
     stats = import_file(args.src, args.out, fmt=args.format, chunk_size=args.chunk_size, strict=args.strict,
-                        overwrite=args.overwrite, allow_empty=args.allow_empty)
+                        overwrite=args.overwrite, allow_empty=args.allow_empty, column=args.column,
+                        shard_size=args.shard_size)
     if not args.quiet:
         rate = stats.bytes / max(stats.seconds, 1e-9)
         say(f"imported {plural(stats.conversations, 'conversation')} ({plural(stats.messages, 'message')}) "

@@ -8,7 +8,8 @@ for content parts), then only the ones some message has: ``is_complete`` (bool),
 an absent key, except ``content`` (null reads as ``None``, as in OpenAI/HF data). Only when some
 message holds a key explicitly set to ``None`` (or has no ``content`` key at all) is one more
 field written, ``_null_keys`` (the keys of that message which are present with value ``None``),
-so that ``History.from_arrow(h.to_arrow())`` gives ``h`` back exactly. Values Arrow cannot
+so that ``History.from_arrow(h.to_arrow())`` gives ``h`` back exactly (a message whose
+``_null_keys`` is null, e.g. from a table written without the field, follows the default rule). Values Arrow cannot
 type without loss (e.g. tool arguments that are a str in one call and a dict in another) are
 written as JSON text in a ``large_string`` field whose metadata says ``chatdata.encoding: json``.
 
@@ -167,7 +168,7 @@ def messages_array(h):
             arrays.append(arr)
     if null_keys is not None:
         fields.append(pa.field(NULL_KEYS, pa.list_(pa.large_string())))
-        arrays.append(pa.array([k or None for k in null_keys], pa.list_(pa.large_string())))
+        arrays.append(pa.array(null_keys, pa.list_(pa.large_string())))
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
@@ -318,9 +319,10 @@ def _messages(msgs, st, names, n) -> list[dict]:
             v = columns[nm][i]
             if v is not None:
                 m[nm] = v
-            elif nm == "content" and null_keys is None:
-                m[nm] = None
-            elif nk and nm in nk:
+            elif nk is None:  # no key list for this message (foreign data): null content is None
+                if nm == "content":
+                    m[nm] = None
+            elif nm in nk:
                 m[nm] = None
         out.append(m)
     return out

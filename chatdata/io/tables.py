@@ -1,0 +1,308 @@
+"""Parquet and Arrow IPC files <-> chatdata datasets, streaming (bounded memory).
+
+Sources :func:`table_files` understands:
+
+* a ``.parquet`` file, or a folder of them (searched recursively, e.g. a Hub repo's ``data/``);
+* an Arrow IPC file or stream (``.arrow`` / ``.feather`` / ``.ipc``), or a folder of them;
+* a ``datasets.Dataset.save_to_disk`` folder (its ``state.json`` lists the ``.arrow`` files).
+
+:func:`import_tables` reads record batches of at most ``chunk_size`` rows (Parquet row groups
+are read batch by batch, IPC files are memory-mapped), turns each into a History with
+:func:`~chatdata.io.arrow_history.history_from_arrow` and appends it to a StreamWriter (or a
+:class:`~chatdata.io.sharded.ShardedWriter`). A bad row (null, a null message, a message without
+a role, a message chatdata cannot hold) is reported as ``file:row N: reason`` and skipped, as
+bad JSONL lines are. :func:`export_parquet` writes a dataset to one Parquet file.
+
+Example:
+    >>> stats = import_tables("chats.parquet", "ds/")   # doctest: +SKIP
+    >>> stats.conversations                             # doctest: +SKIP
+    100000
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+from .deps import require_pyarrow
+
+__all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
+           "TableImportStats"]
+
+TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".ipc")
+MAX_REPORTED = 20
+
+
+def _is_table_file(p: Path) -> bool:
+    return p.suffix.lower() in TABLE_SUFFIXES and not p.name.startswith(".")
+
+
+def is_table_source(path) -> bool:
+    """True if ``path`` is a Parquet / Arrow file, or a folder of them (not a chatdata dataset)."""
+    p = Path(path)
+    if p.is_file():
+        return _is_table_file(p)
+    if p.is_dir() and not (p / "meta.json").is_file() and not (p / "manifest.json").is_file():
+        if (p / "state.json").is_file() or (p / "dataset_dict.json").is_file():
+            return True
+        return any(_is_table_file(f) for f in p.rglob("*") if f.is_file())
+    return False
+
+
+def table_files(src) -> list[Path]:
+    """The data files of a source, in order; ValueError naming ``src`` if it has none."""
+    p = Path(src)
+    if not p.exists():
+        raise ValueError(f"{src}: no such file or folder")
+    if p.is_file():
+        if not _is_table_file(p):
+            raise ValueError(f"{src}: not a .parquet or Arrow (.arrow/.feather/.ipc) file")
+        return [p]
+    if (p / "dataset_dict.json").is_file():
+        splits = sorted(d.name for d in p.iterdir() if d.is_dir())
+        raise ValueError(f"{src} holds several splits ({', '.join(splits)}); give one split folder, e.g. {p / splits[0]}"
+                         if splits else f"{src}: a dataset_dict.json folder without splits")
+    state = p / "state.json"
+    if state.is_file():
+        try:
+            files = [p / f["filename"] for f in json.loads(state.read_text(encoding="utf-8"))["_data_files"]]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{state}: not a datasets save_to_disk state file ({err})") from None
+        for f in files:
+            if f.parent != p or not f.is_file():
+                raise ValueError(f"{state}: data file {f.name} is missing")
+        return files
+    files = sorted(f for f in p.rglob("*") if f.is_file() and _is_table_file(f)
+                   and not any(part.startswith(".") for part in f.relative_to(p).parts))
+    if not files:
+        raise ValueError(f"{src}: a folder without .parquet or .arrow files")
+    return files
+
+
+def _ipc_reader(path: Path):
+    pa = require_pyarrow()
+    source = pa.memory_map(str(path))
+    try:
+        r = pa.ipc.open_file(source)
+        return r.schema, (r.get_batch(i) for i in range(r.num_record_batches))
+    except pa.ArrowInvalid:
+        source.seek(0)
+        r = pa.ipc.open_stream(source)
+        return r.schema, iter(r)
+
+
+def iter_batches(path, column: str, batch_rows: int):
+    """Record batches (of the one column ``column``) of at most ``batch_rows`` rows of a Parquet or
+    Arrow file. ValueError naming the file if it is unreadable or has no such column."""
+    pa = require_pyarrow()
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".parquet":
+            import pyarrow.parquet as pq
+
+            pf = pq.ParquetFile(str(path))
+            schema = pf.schema_arrow
+            batches = None if column not in schema.names else pf.iter_batches(batch_size=batch_rows, columns=[column])
+        else:
+            schema, batches = _ipc_reader(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path}: cannot read it as {'Parquet' if path.suffix == '.parquet' else 'Arrow IPC'} ({err})") from None
+    if column not in schema.names:
+        raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); name the messages column with --column")
+    idx = schema.get_field_index(column)
+    for b in batches:
+        col = b.column(idx) if b.num_columns > 1 or b.schema.names[0] != column else b.column(0)
+        for a in range(0, len(col), batch_rows):
+            yield col.slice(a, batch_rows) if len(col) > batch_rows else col
+
+
+class TableImportStats:
+    """Counts of an import (same fields as the JSONL importer's)."""
+
+    def __init__(self):
+        self.conversations = 0
+        self.messages = 0
+        self.bad = 0
+        self.first_bad = None
+        self.seconds = 0.0
+        self.bytes = 0
+
+
+def check_target(out: Path, overwrite: bool, sharded: bool) -> None:
+    """Refuse to write over something that is not a chatdata dataset (or without ``overwrite``)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"{out} exists and is a file; choose another output folder")
+    if not any(out.iterdir()):
+        return
+    if sharded:
+        if not (out / "manifest.json").is_file():
+            raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset; refusing to write into it")
+    elif not (out / "meta.json").is_file():
+        raise ValueError(f"{out} is a non-empty folder that is not a chatdata dataset; refusing to replace it")
+    if not overwrite:
+        raise ValueError(f"{out} already holds a dataset; pass --overwrite to replace it")
+
+
+def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192, strict: bool = False,
+                  overwrite: bool = True, shard_size: int | None = None, report=None,
+                  allow_empty: bool = True) -> TableImportStats:
+    """Import the Parquet / Arrow source ``src`` into the dataset folder ``out`` (sharded when
+    ``shard_size``); returns counts. Raises ValueError (naming the file) for a bad source, and for
+    a bad row when ``strict``, or when the source holds no conversation and not ``allow_empty``;
+    otherwise bad rows go to ``report(msg)`` and are skipped."""
+    import sys
+
+    import numpy as np
+
+    from ..history import History
+    from ..history.columns import FIELDS, FLAGS_KEY, build_storage
+    from ..td import RaggedTensorDict
+    from ..td.stream import StreamWriter
+    from .arrow_history import _check_type, find_bad_rows, history_from_arrow
+    from .sharded import ShardedWriter
+
+    pa = require_pyarrow()
+    files = table_files(src)
+    out = Path(out)
+    check_target(out, overwrite, bool(shard_size))
+    report = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    stats = TableImportStats()
+    start = time.perf_counter()
+
+    def bad(name: str, row: int, reason: str) -> None:
+        msg = f"{name}:row {row}: {reason}"
+        if strict:
+            raise ValueError(msg + " (--strict: nothing written)")
+        stats.bad += 1
+        if stats.first_bad is None:
+            stats.first_bad = msg
+        if stats.bad <= MAX_REPORTED:
+            report(msg)
+        elif stats.bad == MAX_REPORTED + 1:
+            report(f"{name}: more bad rows; not reporting them one by one")
+
+    if shard_size:
+        writer = ShardedWriter(out, shard_size, overwrite=overwrite)
+    else:
+        writer = StreamWriter(out, tensorclass=History, columns=(*FIELDS, FLAGS_KEY))
+    try:
+        for f in files:
+            row0 = 0
+            stats.bytes += f.stat().st_size
+            for arr in iter_batches(f, column, chunk_size):
+                try:
+                    _check_type(arr, column)
+                except TypeError as err:
+                    raise ValueError(f"{f}: {err}") from None
+                n = len(arr)
+                bad_rows = find_bad_rows(arr, column)
+                if bad_rows:
+                    keep = np.ones(n, dtype=bool)
+                    for r, reason in bad_rows:
+                        bad(f.name, row0 + r, reason)
+                        keep[r] = False
+                    arr = arr.filter(pa.array(keep))
+                    rows = np.flatnonzero(keep)
+                else:
+                    rows = None
+                try:
+                    h = history_from_arrow(arr, column)
+                except ValueError:  # find the rows chatdata cannot hold (e.g. a non-bool is_complete)
+                    good = []
+                    for i in range(len(arr)):
+                        try:
+                            history_from_arrow(arr.slice(i, 1), column)
+                            good.append(i)
+                        except ValueError as err:
+                            bad(f.name, row0 + int(rows[i] if rows is not None else i),
+                                str(err).replace("row 0, ", "").replace("row 0: ", ""))
+                    h = history_from_arrow(arr.take(pa.array(good, pa.int64())), column) if good else None
+                row0 += n
+                if h is None or not h.batch_size[0]:
+                    continue
+                writer.append(h)
+                stats.conversations += h.batch_size[0]
+                stats.messages += int(h.conversation_offsets()[-1])
+        if stats.conversations == 0:
+            if stats.bad:
+                raise ValueError(f"{src}: no valid conversation ({stats.bad} bad rows; first: {stats.first_bad})")
+            if not allow_empty:
+                raise ValueError(f"{src} holds no conversation; pass --allow-empty to write an empty dataset")
+            if not shard_size:
+                import torch
+
+                writer.append(RaggedTensorDict(build_storage([], None), torch.zeros(1, dtype=torch.int64)))
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    stats.seconds = time.perf_counter() - start
+    return stats
+
+
+def _chunks(ds, chunk_size: int):
+    from .sharded import ShardedDataset
+
+    if isinstance(ds, ShardedDataset):
+        yield from ds.iter_chunks(chunk_size)
+        return
+    n = ds.batch_size[0]
+    for a in range(0, n, chunk_size):
+        yield ds[a:a + chunk_size]
+
+
+def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages", compression: str = "zstd") -> int:
+    """Write the History dataset ``ds`` (a History, a path to a plain or sharded dataset) to the
+    Parquet file ``out`` (one row group per chunk; written to a temporary file, then renamed).
+    Returns the number of conversations.
+
+    Example:
+        >>> export_parquet("ds/", "chats.parquet")   # doctest: +SKIP
+        100000
+    """
+    pa = require_pyarrow()
+    import pyarrow.parquet as pq
+
+    from .sharded import open_dataset
+
+    if isinstance(ds, (str, os.PathLike)):
+        ds = open_dataset(ds)
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"{out} is a folder; give a .parquet file name")
+    # pass 1: the schema every chunk fits (chunks may differ: tool calls in some, not others).
+    # For a memory-mapped role/content dataset this pass is zero-copy.
+    schemas = []
+    for chunk in _chunks(ds, chunk_size):
+        s = chunk.to_arrow(column).schema
+        if not schemas or s != schemas[-1]:
+            schemas.append(s)
+    if not schemas:
+        from ..history import History
+
+        schemas.append(History.from_chats([]).to_arrow(column).schema)
+    try:
+        schema = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise ValueError(f"the conversations have message fields of incompatible types across chunks ({err}); "
+                         "export to JSON Lines instead") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:12]}")
+    n = 0
+    try:
+        with pq.ParquetWriter(str(tmp), schema, compression=compression) as w:
+            for chunk in _chunks(ds, chunk_size):
+                t = chunk.to_arrow(column)
+                if t.schema != schema:
+                    t = t.cast(schema)
+                w.write_table(t, row_group_size=max(len(t), 1))
+                n += len(t)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n

@@ -273,7 +273,9 @@ class ShardedDataset:
         from .deps import require_pyarrow
 
         pa = require_pyarrow()
-        tables = [self.shard(k).to_arrow() if self.kind != "History" else self.shard(k).to_arrow(column)
+        from .shard_tables import ragged_to_arrow
+
+        tables = [self.shard(k).to_arrow(column) if self.kind == "History" else ragged_to_arrow(self.shard(k))
                   for k in range(self.num_shards)]
         if not tables:
             from ..history import History

@@ -1,0 +1,97 @@
+"""Shards <-> Arrow tables, for engines that move tables between workers (Ray Data).
+
+A History shard becomes a ``messages`` table (:func:`~chatdata.io.arrow_history.history_to_arrow`);
+a token shard (a ragged stack of ``input_ids`` / ``assistant_masks``) a table of list columns
+over the same flat buffers. :func:`write_shard_from_arrow` writes one table as a new shard
+folder (a unique name) and reports it; the caller commits shards to the manifest.
+
+Example:
+    >>> t = shard_to_arrow("corpus/shards/shard-...")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from .deps import require_pyarrow
+
+__all__ = ["shard_to_arrow", "ragged_to_arrow", "ragged_from_arrow", "write_shard_from_arrow", "TOKEN_COLUMNS"]
+
+TOKEN_COLUMNS = ("input_ids", "assistant_masks")
+
+
+def ragged_to_arrow(r):
+    """A ragged stack (batch ``(n, -1)``) as a table: one ``large_list`` column per key, no copy
+    of number columns (bool masks are bit-packed by Arrow)."""
+    pa = require_pyarrow()
+    from .arrow_columns import tensor_buffer, tensor_to_array
+
+    offsets = r.offsets.to(torch.int64).contiguous()
+    if offsets.numel() and int(offsets[0]):
+        offsets = offsets - offsets[0]
+    off = pa.Array.from_buffers(pa.int64(), offsets.numel(), [None, tensor_buffer(offsets)])
+    values = r.values
+    return pa.table({k: pa.LargeListArray.from_arrays(off, tensor_to_array(values[k])) for k in values.keys()})
+
+
+def ragged_from_arrow(table):
+    """The ragged stack of a table of list columns sharing their row lengths (numbers: no copy)."""
+    pa = require_pyarrow()
+    import numpy as np
+
+    from ..td import RaggedTensorDict, TensorDict
+    from .arrow_columns import array_to_tensor
+
+    cols, offsets = {}, None
+    for name in table.column_names:
+        arr = table.column(name)
+        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count:
+            raise TypeError(f"column {name!r} has type {arr.type} (or null rows); expected lists of numbers")
+        off = arr.offsets.to_numpy().astype(np.int64)
+        off = off - off[0]
+        if offsets is None:
+            offsets = off
+        elif not np.array_equal(offsets, off):
+            raise ValueError(f"column {name!r} has other row lengths than {table.column_names[0]!r}")
+        cols[name] = array_to_tensor(arr.flatten())
+    if offsets is None:
+        raise ValueError("a token table needs at least one column")
+    n = int(offsets[-1])
+    return RaggedTensorDict(TensorDict(cols, [n]), torch.from_numpy(offsets))
+
+
+def shard_to_arrow(path, column: str = "messages"):
+    """The Arrow table of one shard (or plain dataset) folder, zero-copy where the data allows."""
+    from ..history import History
+    from ..td import RaggedTensorDict, load_memmap
+
+    obj = load_memmap(path)
+    if isinstance(obj, History):
+        return obj.to_arrow(column)
+    if isinstance(obj, RaggedTensorDict):
+        return ragged_to_arrow(obj)
+    raise TypeError(f"{path} holds a {type(obj).__name__}; expected a History or a ragged token set")
+
+
+def write_shard_from_arrow(table, out, column: str = "messages"):
+    """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
+    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched)."""
+    pa = require_pyarrow()
+    from ..history import History
+    from .sharded import SHARDS, new_shard_name
+
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if column in table.column_names:
+        obj, kind = History.from_arrow(table, column), "History"
+    elif "input_ids" in table.column_names:
+        obj, kind = ragged_from_arrow(table), "tokens"
+    else:
+        raise ValueError(f"rows have columns {table.column_names}; expected {column!r} or 'input_ids'")
+    name = f"{SHARDS}/{new_shard_name()}"
+    target = Path(out) / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    obj.memmap(str(target))
+    return pa.table({"path": [name], "items": [int(obj.batch_size[0])], "kind": [kind]})

@@ -1,0 +1,176 @@
+"""Ray Data bridge (thin, over :mod:`chatdata.io`): read a dataset as blocks, tokenize on the
+cluster with chatdata's template engine, write sharded datasets from many workers.
+
+* :func:`read` - a ``ray.data.Dataset`` of ``{"messages": [...]}`` rows, one block per shard
+  (each worker maps its shard and hands Ray a zero-copy Arrow table);
+* :func:`write` - every batch of ``rows_per_shard`` rows is written by a worker as one shard;
+  the driver then adds all shards to ``manifest.json`` in one atomic update;
+* :func:`tokenize` - ``map_batches`` over ``History.apply_chat_template``: rows of
+  ``input_ids`` (int32) and ``assistant_masks`` (bool). ``write`` turns it into a sharded
+  token set that :func:`chatdata.open_dataset` (and training code) reads lazily.
+
+Workers must see the dataset path (one machine, or a shared file system) and import chatdata.
+
+Example:
+    >>> import ray, chatdata.ray as cray                                     # doctest: +SKIP
+    >>> ray.init(num_cpus=2, include_dashboard=False)                        # doctest: +SKIP
+    >>> ds = cray.read("corpus/")                                            # doctest: +SKIP
+    >>> toks = cray.tokenize(ds, tokenizer="tok/", chat_template_name="qwen")  # doctest: +SKIP
+    >>> cray.write(toks, "tokens/", rows_per_shard=100_000)                  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from pathlib import Path
+
+from ..io.deps import require_pyarrow, require_ray
+
+__all__ = ["read", "write", "tokenize"]
+
+
+def _load_table(path: str, column: str):
+    from ..io.shard_tables import shard_to_arrow
+
+    return shard_to_arrow(path, column)
+
+
+def read(path, *, column: str = "messages"):
+    """A ``ray.data.Dataset`` over a plain or sharded chatdata dataset, one block per shard;
+    History rows are ``{column: [message, ...]}``, token rows ``{"input_ids", "assistant_masks"}``.
+
+    Example:
+        >>> chatdata.ray.read("corpus/").count()   # doctest: +SKIP
+        1000000
+    """
+    ray = require_ray()
+    from ..io.sharded import ShardedDataset, open_dataset
+
+    obj = open_dataset(path)
+    paths = [str(p.absolute()) for p in obj.shard_paths()] if isinstance(obj, ShardedDataset) else \
+        [str(Path(path).absolute())]
+    if not paths:
+        from ..history import History
+
+        return ray.data.from_arrow(History.from_chats([]).to_arrow(column))
+    load = ray.remote(_load_table)
+    return ray.data.from_arrow_refs([load.remote(p, column) for p in paths])
+
+
+@contextlib.contextmanager
+def _ordered():
+    import ray.data
+
+    opts = ray.data.DataContext.get_current().execution_options
+    old = opts.preserve_order
+    opts.preserve_order = True
+    try:
+        yield
+    finally:
+        opts.preserve_order = old
+
+
+def _write_batch(batch, out: str, column: str):
+    from ..io.shard_tables import write_shard_from_arrow
+
+    return write_shard_from_arrow(batch, out, column)
+
+
+def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", overwrite: bool = False):
+    """Write the Ray dataset ``ds`` (message rows, or token rows from :func:`tokenize`) as a
+    sharded chatdata dataset at ``path``: workers write shards of at most ``rows_per_shard``
+    rows in parallel, then the driver commits them to the manifest at once (in row order).
+    Appends to an existing sharded dataset unless ``overwrite``. Returns the ShardedDataset.
+
+    Example:
+        >>> chatdata.ray.write(ds, "corpus/", rows_per_shard=100_000).num_shards   # doctest: +SKIP
+        10
+    """
+    require_ray()
+    from ..io.sharded import ShardedDataset, commit_shards, is_sharded, MANIFEST, SHARDS
+    import shutil
+
+    if rows_per_shard <= 0:
+        raise ValueError("rows_per_shard must be > 0")
+    out = Path(path).absolute()
+    if out.exists() and any(out.iterdir()) and not is_sharded(out):
+        raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset")
+    (out / SHARDS).mkdir(parents=True, exist_ok=True)
+    with _ordered():
+        written = ds.map_batches(functools.partial(_write_batch, out=str(out), column=column),
+                                 batch_size=rows_per_shard, batch_format="pyarrow", zero_copy_batch=True)
+        rows = written.take_all()
+    entries = [{"path": r["path"], "items": int(r["items"])} for r in rows]
+    kinds = {r["kind"] for r in rows}
+    if len(kinds) > 1:
+        raise ValueError(f"the rows mix {sorted(kinds)}; write messages and tokens to separate datasets")
+    kind = kinds.pop() if kinds else "History"
+    old = ShardedDataset(out).manifest["shards"] if overwrite and (out / MANIFEST).is_file() else []
+    commit_shards(out, entries, kind, replace=overwrite)
+    for s in old:  # replaced: no manifest names them any more
+        shutil.rmtree(out / s["path"], ignore_errors=True)
+    return ShardedDataset(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str | None):
+    import os
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers import AutoTokenizer
+
+    if path is None:
+        from ..data import sample_tokenizer_path
+
+        path = sample_tokenizer_path()
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def tokenize_batch(batch, *, tokenizer=None, chat_template_name=None, chat_template=None, tools=None,
+                   max_length=None, column: str = "messages"):
+    """One batch (a ``pyarrow.Table`` of message rows) -> a table of ``input_ids`` (int32 lists)
+    and ``assistant_masks`` (bool lists), by ``History.apply_chat_template``. ``tokenizer`` is a
+    path (loaded once per worker process) or a tokenizer object."""
+    pa = require_pyarrow()
+    from ..history import History
+    from ..io.arrow_columns import tensor_buffer, tensor_to_array
+
+    tok = _tokenizer(tokenizer) if tokenizer is None or isinstance(tokenizer, (str, Path)) else tokenizer
+    h = History.from_arrow(batch, column)
+    out = h.apply_chat_template(tokenizer=tok, chat_template_name=chat_template_name, chat_template=chat_template,
+                                tools=tools, tokenize=True, return_assistant_tokens_mask=True,
+                                add_generation_prompt=False)
+    import torch
+
+    offsets = out.offsets.to(torch.int64)
+    ids = out.values["input_ids"].to(torch.int32)
+    masks = out.values["assistant_masks"].to(torch.bool)
+    if max_length is not None:
+        lengths = (offsets[1:] - offsets[:-1]).clamp(max=max_length)
+        keep = torch.cat([torch.arange(a, a + n) for a, n in zip(offsets[:-1].tolist(), lengths.tolist())]) \
+            if len(lengths) else torch.zeros(0, dtype=torch.int64)
+        ids, masks = ids[keep], masks[keep]
+        offsets = torch.zeros_like(offsets)
+        torch.cumsum(lengths, 0, out=offsets[1:])
+    off = pa.Array.from_buffers(pa.int64(), offsets.numel(), [None, tensor_buffer(offsets.contiguous())])
+    return pa.table({"input_ids": pa.LargeListArray.from_arrays(off, tensor_to_array(ids)),
+                     "assistant_masks": pa.LargeListArray.from_arrays(off, tensor_to_array(masks))})
+
+
+def tokenize(ds, *, tokenizer=None, chat_template_name: str | None = None, chat_template: str | None = None,
+             tools=None, max_length: int | None = None, column: str = "messages", batch_size: int = 256,
+             num_cpus: float = 1):
+    """A Ray dataset of ``input_ids`` / ``assistant_masks`` rows: ``map_batches`` over
+    ``History.apply_chat_template`` (the same tokens as calling it on the same rows).
+    ``tokenizer``: a local tokenizer folder (default: the Qwen2.5 tokenizer shipped with chatdata).
+
+    Example:
+        >>> toks = chatdata.ray.tokenize(chatdata.ray.read("corpus/"), tokenizer="tok/")   # doctest: +SKIP
+        >>> toks.take(1)[0].keys()                                                         # doctest: +SKIP
+        dict_keys(['input_ids', 'assistant_masks'])
+    """
+    require_ray()
+    fn = functools.partial(tokenize_batch, tokenizer=None if tokenizer is None else str(tokenizer),
+                           chat_template_name=chat_template_name, chat_template=chat_template, tools=tools,
+                           max_length=max_length, column=column)
+    return ds.map_batches(fn, batch_size=batch_size, batch_format="pyarrow", zero_copy_batch=True, num_cpus=num_cpus)

@@ -28,6 +28,8 @@ EXAMPLE = """examples:
   chatdata tokenize ds/ tokens/ --tokenizer path/to/Qwen2.5-7B-Instruct
   chatdata tokenize ds/ tokens/ --tokenizer tok/ --template chatml_format --max-length 4096
   chatdata tokenize ds/ tokens/ --skip-bad          # leave out conversations the template rejects
+  chatdata tokenize corpus/ tokens/ --tokenizer tok/ --ray            # a local Ray cluster
+  chatdata tokenize corpus/ tokens/ --tokenizer tok/ --ray head:6379  # an existing one
 
 the output loads lazily in a training loop:
   tokens = chatdata.load_memmap("tokens/"); row = tokens[0]
@@ -54,6 +56,10 @@ def add_parser(sub):
     p.add_argument("--strict", action="store_true", help="with --skip-bad: exit 1 if any conversation was left out")
     p.add_argument("--allow-empty", action="store_true", help="write an empty token set for an empty dataset "
                    "(default: an error)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run on a Ray cluster (ADDRESS; default: a local one) and write a sharded token set")
+    p.add_argument("--shard-size", type=int, default=100_000, metavar="N",
+                   help="with --ray: conversations per output shard (default 100000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     p.set_defaults(func=run)
     return p
@@ -154,11 +160,41 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     return stats
 
 
+def _run_on_ray(args) -> int:
+    """``--ray``: chatdata.ray reads, tokenizes and writes the shards on the cluster."""
+    from ..io.sharded import open_dataset
+    from ..ray.jobs import tokenize_on_ray
+    from ..td import FormatError
+
+    try:
+        open_dataset(args.ds)
+    except (FileNotFoundError, FormatError, ValueError) as err:
+        raise CLIError(f"{args.ds}: {err}") from None
+    if args.shard_size <= 0:
+        raise CLIError("--shard-size must be > 0")
+    if args.skip_bad:
+        raise CLIError("--skip-bad is not supported with --ray yet (a bad conversation stops the job)")
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise CLIError(f"{out} already exists; pass --overwrite to replace it")
+    tok = load_tokenizer(args.tokenizer)  # checked here, loaded again by every worker
+    stats = tokenize_on_ray(args.ds, out, tokenizer=getattr(tok, "name_or_path", args.tokenizer),
+                            chat_template=resolve_template(args.template, tok), tools=load_tools(args.tools),
+                            max_length=args.max_length, batch_size=args.batch_size, rows_per_shard=args.shard_size,
+                            overwrite=args.overwrite, address=None if args.ray == "local" else args.ray)
+    if not args.quiet:
+        say(f"tokenized {human_count(stats.conversations)} conversations on Ray into {args.out} "
+            f"({stats.shards} shards): {human_count(stats.tokens)} tokens in {stats.seconds:.2f} s")
+    return 0
+
+
 def run(args) -> int:
     if args.batch_size <= 0:
         raise CLIError("--batch-size must be > 0")
     if args.max_length is not None and args.max_length <= 0:
         raise CLIError("--max-length must be > 0")
+    if args.ray is not None:
+        return _run_on_ray(args)
     h = load_history(args.ds)
     tok = load_tokenizer(args.tokenizer)
     template = resolve_template(args.template, tok)

@@ -48,8 +48,8 @@ def _flag_bits():
 def _as_batch(h):
     if h.ndim == 0:
         return h.unsqueeze(0).unsqueeze(0)
-    if h.ndim == 1:
-        return h.unsqueeze(0)
+    if h.ndim == 1:  # one conversation; an empty one is ``History.from_chats([])``: no conversations
+        return h.unsqueeze(0) if h.batch_size[0] else h.unsqueeze(0)[0:0]
     if h.ndim != 2:
         raise ValueError(f"to_arrow takes a conversation or a batch of them, got batch size {tuple(h.batch_size)}")
     return h
@@ -193,7 +193,7 @@ def history_to_arrow(h, column: str = "messages"):
 # -- reading ----------------------------------------------------------------------------------
 def _column_of(obj, column: str):
     pa = require_pyarrow()
-    data = getattr(obj, "data", None)
+    data = None if isinstance(obj, (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)) else getattr(obj, "data", None)
     if data is not None and hasattr(data, "table"):  # a datasets.Dataset
         obj = data.table
     if hasattr(obj, "table") and not isinstance(obj, (pa.Table, pa.RecordBatch)):  # datasets' Table wrappers

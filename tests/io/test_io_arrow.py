@@ -1,0 +1,166 @@
+"""History / NonTensorStack / TensorDict <-> Arrow, Parquet and HF datasets: exact round trips."""
+import gc
+import io
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import chatdata
+from chatdata import History, NonTensorStack, TensorDict, load_memmap
+from chatdata.data import load_sample_chats
+
+TOOL_CHATS = [
+    [
+        {"role": "system", "content": "Tu es bref. 🙂"},
+        {"role": "user", "content": "Météo à Zürich ? 天气"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Zürich"}'}}]},
+        {"role": "tool", "content": "12°C", "tool_call_id": "c1", "name": "weather"},
+        {"role": "assistant", "content": "12°C.", "reasoning_content": "easy"},
+    ],
+    [],
+    [{"role": "user", "content": ""}, {"role": "assistant", "content": "partial", "is_complete": False}],
+]
+
+# things HF datasets cannot hold, but chatdata must round-trip through Arrow exactly
+ODD_CHATS = [
+    [{"role": "assistant"},  # no content key at all
+     {"role": "assistant", "content": "x", "tool_calls": None, "is_complete": True},  # explicit defaults
+     {"role": "assistant", "content": "y", "tool_calls": [
+         {"type": "function", "function": {"name": "f", "arguments": {"a": 1}}},
+         {"type": "function", "function": {"name": "g", "arguments": '{"a": 1}'}}]},  # str and dict arguments
+     {"role": "tool", "content": "z", "name": None, "tool_responses": ["ok"]}],
+    [{"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image"}]}],
+]
+
+
+def _parquet_roundtrip(table):
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    buf.seek(0)
+    return pq.read_table(buf)
+
+
+@pytest.mark.parametrize("chats", [TOOL_CHATS, ODD_CHATS, load_sample_chats()], ids=["tools", "odd", "sample"])
+def test_history_arrow_and_parquet_roundtrip_exact(chats):
+    h = History.from_chats(chats)
+    t = h.to_arrow()
+    assert t.num_rows == len(chats) and t.column_names == ["messages"]
+    assert pa.types.is_large_list(t.schema.field("messages").type)
+    assert History.from_arrow(t).to_chats() == chats
+    assert History.from_arrow(_parquet_roundtrip(t)).to_chats() == chats
+    assert History.from_arrow(t.column("messages")).to_chats() == chats  # a ChunkedArray works too
+
+
+@pytest.mark.parametrize("chats", [TOOL_CHATS, load_sample_chats()[:60]], ids=["tools", "sample"])
+def test_hf_dataset_roundtrip_and_from_list_import(chats):
+    t = History.from_chats(chats).to_arrow()
+    ds = datasets.Dataset(t)  # as it is
+    assert ds.num_rows == len(chats)
+    assert History.from_arrow(ds.data.table).to_chats() == chats
+    assert [m["content"] for m in ds[0]["messages"]] == [m["content"] for m in chats[0]]
+    # HF's own from_list fills missing keys with None: they read back as absent keys
+    hf = datasets.Dataset.from_list([{"messages": c, "id": i} for i, c in enumerate(chats)])
+    assert hf[0]["messages"][0]["tool_calls"] is None  # what HF stores
+    assert History.from_arrow(hf.data.table).to_chats() == chats
+    assert History.from_arrow(hf).to_chats() == chats
+    # through HF's Parquet files too
+    buf = io.BytesIO()
+    hf.to_parquet(buf)
+    buf.seek(0)
+    assert History.from_arrow(pq.read_table(buf)).to_chats() == chats
+
+
+def test_memmapped_history_to_arrow_is_zero_copy(tmp_path):
+    chats = load_sample_chats()
+    simple = [[{"role": m["role"], "content": m["content"] or ""} for m in c] for c in chats]
+    History.from_chats(simple).memmap(tmp_path / "ds")
+    h = load_memmap(tmp_path / "ds")
+    t = h.to_arrow()
+    msgs = t.column("messages").chunk(0).values
+    for name in ("role", "content"):
+        data, offsets, kind = h.message_column(name).packed_column()
+        bufs = msgs.field(name).buffers()
+        assert bufs[1].address == offsets.data_ptr() and bufs[2].address == data.data_ptr()
+        assert pa.types.is_large_string(msgs.field(name).type)
+    del h, data, offsets
+    gc.collect()
+    assert t.to_pylist()[7]["messages"] == simple[7]  # the mapping outlives the History
+    back = History.from_arrow(t)
+    assert back.to_chats() == simple
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "system"])},
+    optional={
+        "content": st.one_of(st.none(), st.text()),
+        "is_complete": st.booleans(),
+        "tool_calls": st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+            {"type": st.just("function"),
+             "function": st.fixed_dictionaries({"name": st.text(max_size=5), "arguments": st.text(max_size=10)})}),
+            max_size=2)),
+        "name": st.one_of(st.none(), st.text(max_size=5)),
+        "reasoning_content": st.text(max_size=5),
+    }), max_size=4), max_size=5))
+def test_roundtrip_property(chats):
+    h = History.from_chats(chats)
+    assert History.from_arrow(h.to_arrow()).to_chats() == chats
+    assert History.from_arrow(_parquet_roundtrip(h.to_arrow())).to_chats() == chats
+
+
+def test_nontensorstack_and_tensordict_roundtrip(tmp_path):
+    s = NonTensorStack.from_list(["a", "é", "", "🙂"])
+    arr = s.to_arrow()
+    assert arr.type == pa.large_string() and arr.to_pylist() == s.tolist()
+    assert NonTensorStack.from_arrow(arr).tolist() == s.tolist()
+    assert NonTensorStack.from_arrow(pa.array(["x", None])).tolist() == ["x", None]
+    js = NonTensorStack.from_list([{"a": 1}, {"a": 2}])
+    assert NonTensorStack.from_arrow(js.to_arrow()).tolist() == js.tolist()
+
+    td = TensorDict({"x": torch.arange(12.0).reshape(4, 3), "i": torch.arange(4, dtype=torch.int32),
+                     "m": torch.tensor([True, False, True, True]), "s": ["a", "b", "c", "ü"],
+                     "n": {"y": torch.arange(8).reshape(4, 2)}}, [4])
+    table = td.to_arrow()
+    assert pa.types.is_fixed_size_list(table.schema.field("x").type)
+    back = TensorDict.from_arrow(_parquet_roundtrip(table))
+    for key in ("x", "i", "m", ("n", "y")):
+        assert back[key].dtype == td[key].dtype and torch.equal(back[key], td[key])
+    assert back["s"].tolist() == ["a", "b", "c", "ü"]
+    td.memmap(tmp_path / "td")
+    mm = load_memmap(tmp_path / "td")
+    x = mm.to_arrow().column("x").chunk(0).values
+    assert x.buffers()[1].address == mm["x"].data_ptr()  # zero-copy tensor
+
+
+def test_from_arrow_bad_input_names_the_row():
+    with pytest.raises(ValueError, match=r"no column 'messages' \(columns: \['text'\]\)"):
+        History.from_arrow(pa.table({"text": ["hi"]}))
+    with pytest.raises(TypeError, match=r"column 'messages' has type string; expected list<struct<role"):
+        History.from_arrow(pa.table({"messages": ["hi"]}))
+    rows = [[{"role": "user", "content": "a"}], None, [{"role": None, "content": "b"}]]
+    t = pa.table({"messages": pa.array(rows, pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])))})
+    with pytest.raises(ValueError, match=r"row 1: messages is null \(and 1 more bad rows\)"):
+        History.from_arrow(t)
+    with pytest.raises(ValueError, match=r"row 0: message 0 has no role"):
+        History.from_arrow(t.slice(2))
+    bad_flag = pa.table({"messages": [[{"role": "user", "content": "a", "is_complete": 3}]]})
+    with pytest.raises(ValueError, match=r"row 0, message 0: 'is_complete' must be a bool"):
+        History.from_arrow(bad_flag)
+    assert History.from_arrow(t.slice(0, 1), column="messages").to_chats() == [[{"role": "user", "content": "a"}]]
+
+
+def test_other_column_name_and_empty():
+    h = History.from_chats(TOOL_CHATS)
+    t = h.to_arrow(column="conversation")
+    assert History.from_arrow(t, column="conversation").to_chats() == TOOL_CHATS
+    empty = History.from_chats([])
+    assert History.from_arrow(empty.to_arrow()).to_chats() == []
+    one = History.from_chats(TOOL_CHATS[0])  # a single conversation is one row
+    assert History.from_arrow(one.to_arrow()).to_chats() == [TOOL_CHATS[0]]
+

@@ -1,0 +1,113 @@
+"""chatdata.ray on a real local Ray cluster (ray.init(num_cpus=2)); one cluster for the module."""
+import os
+from pathlib import Path
+
+import pytest
+
+import chatdata
+import chatdata.ray as cray
+from chatdata import History, open_dataset
+from chatdata.data import load_sample_chats
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENIZER_DATA = ROOT / "tests" / "data" / "tokenizers" / "qwen2.5-instruct"
+CHATS = load_sample_chats()[:120]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED", "TOKENIZERS_PARALLELISM")}
+    # workers import this checkout of chatdata; nothing reaches the network
+    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved["PYTHONPATH"] or "")
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tmp_path_factory):
+    """The real Qwen2.5 tokenizer from tests/data (its tokenizer.json is stored gzipped)."""
+    import gzip
+    import shutil
+
+    dst = tmp_path_factory.mktemp("tok") / "qwen2.5-instruct"
+    dst.mkdir()
+    for f in TOKENIZER_DATA.iterdir():
+        if f.name.endswith(".gz"):
+            with gzip.open(f, "rb") as fin, open(dst / f.name[:-3], "wb") as fout:
+                shutil.copyfileobj(fin, fout)
+        else:
+            shutil.copy(f, dst / f.name)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ray") / "corpus"
+    ds = open_dataset(path, mode="a")
+    for a in range(0, len(CHATS), 50):  # shards of 50, 50, 20
+        ds.append(History.from_chats(CHATS[a:a + 50]))
+    return path
+
+
+def test_read_write_sharded_roundtrip(ray_cluster, corpus, tmp_path):
+    rd = cray.read(corpus)
+    assert rd.count() == len(CHATS)
+    assert rd.num_blocks() == 3  # one block per shard
+    assert rd.schema().names == ["messages"]
+    out = cray.write(rd, tmp_path / "copy", rows_per_shard=32)
+    assert out.num_shards >= 4 and all(out.shard(k).batch_size[0] <= 32 for k in range(out.num_shards))
+    back = open_dataset(tmp_path / "copy")
+    assert sorted(map(repr, back.to_chats())) == sorted(map(repr, CHATS))  # every conversation, none twice
+    assert back.to_chats() == CHATS  # and in order
+    # a plain (unsharded) dataset reads too
+    History.from_chats(CHATS[:7]).memmap(tmp_path / "plain")
+    assert cray.read(tmp_path / "plain").num_blocks() == 1
+
+
+def test_tokenize_matches_apply_chat_template_and_cli(ray_cluster, corpus, tmp_path, tokenizer_path):
+    from transformers import AutoTokenizer
+
+    TOKENIZER = tokenizer_path
+    tok = AutoTokenizer.from_pretrained(str(TOKENIZER), local_files_only=True)
+    tools = chatdata.data.sample_tools()
+    ctx = ray_cluster.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True  # Ray Data keeps row order only when asked (datasets copy it)
+    try:
+        toks = cray.tokenize(cray.read(corpus), tokenizer=TOKENIZER, chat_template_name="qwen", tools=tools,
+                             batch_size=40)
+        rows = toks.take_all()
+    finally:
+        ctx.execution_options.preserve_order = False
+    ref = History.from_chats(CHATS).apply_chat_template(
+        tokenizer=tok, chat_template_name="qwen", tools=tools, tokenize=True, return_assistant_tokens_mask=True,
+        add_generation_prompt=False)
+    assert len(rows) == len(CHATS)
+    for i, r in enumerate(rows):
+        assert list(r["input_ids"]) == ref[i]["input_ids"].tolist()
+        assert list(r["assistant_masks"]) == ref[i]["assistant_masks"].bool().tolist()
+    # `chatdata tokenize --ray` on the running cluster writes a sharded token set
+    from chatdata.cli import main
+
+    assert main(["tokenize", str(corpus), str(tmp_path / "tokens"), "--tokenizer", str(TOKENIZER),
+                 "--template", "qwen", "--ray", "--shard-size", "64", "-q"]) == 0
+    tokens = open_dataset(tmp_path / "tokens")
+    assert tokens.kind == "tokens" and len(tokens) == len(CHATS)
+    ref = History.from_chats(CHATS).apply_chat_template(
+        tokenizer=tok, chat_template_name="qwen", tokenize=True, return_assistant_tokens_mask=True,
+        add_generation_prompt=False)
+    for i in (0, 63, 64, len(CHATS) - 1):
+        assert tokens[i]["input_ids"].tolist() == ref[i]["input_ids"].tolist()
+        assert tokens[i]["assistant_masks"].tolist() == ref[i]["assistant_masks"].bool().tolist()

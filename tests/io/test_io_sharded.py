@@ -1,0 +1,152 @@
+"""Sharded datasets: open_dataset, concurrent appends, killed writers, bad manifests."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import chatdata
+from chatdata import FormatError, History, open_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _chats(tag, n):
+    return [[{"role": "user", "content": f"{tag}-{i} ü"}, {"role": "assistant", "content": f"ok {i}"}] for i in range(n)]
+
+
+def test_append_and_read_across_shards(tmp_path):
+    path = tmp_path / "corpus"
+    ds = open_dataset(path, mode="a")
+    assert len(ds) == 0 and ds.num_shards == 0
+    all_chats = []
+    for k, n in enumerate((3, 1, 4)):
+        chats = _chats(f"s{k}", n)
+        ds.append(History.from_chats(chats))
+        all_chats += chats
+    r = chatdata.open_dataset(path)
+    assert isinstance(r, chatdata.io.ShardedDataset) and r.num_shards == 3 and len(r) == 8
+    assert r.to_chats() == all_chats
+    assert [r[i].to_chats() for i in range(8)] == all_chats
+    assert r[-1].to_chats() == all_chats[-1]
+    assert r[2:6].to_chats() == all_chats[2:6]  # crosses two shard boundaries
+    assert History.from_arrow(r.to_arrow()).to_chats() == all_chats
+    with pytest.raises(IndexError):
+        r[8]
+    with pytest.raises(PermissionError, match='mode="a"'):
+        r.append(History.from_chats(_chats("x", 1)))
+    # a plain dataset opens as itself
+    History.from_chats(all_chats).memmap(tmp_path / "plain")
+    assert open_dataset(tmp_path / "plain").to_chats() == all_chats
+    with pytest.raises(ValueError, match="plain"):
+        open_dataset(tmp_path / "plain", mode="a")
+
+
+_WRITER = """
+import sys, chatdata
+from chatdata import History
+path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ds = chatdata.open_dataset(path, mode="a")
+for k in range(n):
+    ds.append(History.from_chats([[{"role": "user", "content": f"{tag}-{k}-{j}"}] for j in range(k % 3 + 1)]))
+    print(k, flush=True)
+# appending needs no optional package: importing chatdata stays cheap
+assert not any(m in sys.modules for m in ("pyarrow", "datasets", "ray")), "chatdata imported an optional package"
+"""
+
+
+def _writer(path, tag, n):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-c", _WRITER, str(path), tag, str(n)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_append_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "corpus"
+    n = 8
+    procs = [_writer(path, tag, n) for tag in ("A", "B")]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    ds = open_dataset(path)
+    assert ds.num_shards == 2 * n
+    expected = {f"{tag}-{k}-{j}" for tag in "AB" for k in range(n) for j in range(k % 3 + 1)}
+    got = [c[0]["content"] for c in ds.to_chats()]
+    assert sorted(got) == sorted(expected) and len(ds) == len(expected)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["items"] == len(expected)
+    assert not list(path.glob(".manifest.json.tmp-*"))
+
+
+def test_killed_writer_leaves_a_readable_manifest(tmp_path):
+    path = tmp_path / "corpus"
+    p = _writer(path, "K", 10_000)
+    # wait until it has committed a few shards, then kill it mid-append
+    for _ in range(3):
+        assert p.stdout.readline(), p.stderr.read()
+    time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=60)
+    ds = open_dataset(path)
+    assert ds.num_shards >= 3
+    assert len(ds.to_chats()) == len(ds)  # every shard the manifest names is whole
+    # and the folder stays writable (the lock died with the process)
+    w = open_dataset(path, mode="a")
+    w.append(History.from_chats(_chats("after", 2)))
+    assert open_dataset(path).num_shards == ds.num_shards + 1
+
+
+def test_bad_manifests_name_the_file_and_shard(tmp_path):
+    path = tmp_path / "corpus"
+    ds = open_dataset(path, mode="a")
+    ds.append(History.from_chats(_chats("a", 2)))
+    ds.append(History.from_chats(_chats("b", 2)))
+    manifest = json.loads((path / "manifest.json").read_text())
+    missing = manifest["shards"][1]["path"]
+    import shutil
+
+    shutil.rmtree(path / missing)
+    with pytest.raises(FormatError, match=rf"manifest.json: shard 1 \({missing}\) is missing"):
+        open_dataset(path)
+    manifest["shards"][1]["path"] = "../../etc"
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match="not a relative path inside the folder"):
+        open_dataset(path)
+    manifest["shards"] = manifest["shards"][:1]
+    manifest["shards"][0]["items"] = 5
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match=r"shard 0 .* holds 2 items, the manifest says 5"):
+        open_dataset(path)[0]
+    (path / "manifest.json").write_text("{not json")
+    with pytest.raises(FormatError, match="manifest.json: not valid JSON"):
+        open_dataset(path)
+    with pytest.raises(FileNotFoundError, match="no such dataset"):
+        open_dataset(tmp_path / "nothing")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x.txt").write_text("x")
+    with pytest.raises(ValueError, match="not a chatdata dataset"):
+        open_dataset(tmp_path / "junk", mode="a")
+
+
+def test_token_set_shards(tmp_path):
+    import torch
+
+    from chatdata import RaggedTensorDict, TensorDict
+
+    path = tmp_path / "tokens"
+    ds = open_dataset(path, mode="a")
+    for k in range(2):
+        vals = TensorDict({"input_ids": torch.arange(6, dtype=torch.int32) + k,
+                           "assistant_masks": torch.tensor([0, 1, 1, 0, 1, 1], dtype=torch.bool)}, [6])
+        ds.append(RaggedTensorDict(vals, torch.tensor([0, 2, 6])))
+    r = open_dataset(path)
+    assert r.kind == "tokens" and len(r) == 4
+    assert r[2]["input_ids"].tolist() == [1, 2]
+    both = r[1:3]  # crosses the shard boundary
+    assert both[0]["input_ids"].tolist() == [2, 3, 4, 5] and both[1]["input_ids"].tolist() == [1, 2]
+    with pytest.raises(ValueError, match="cannot add History shards to a dataset of tokens shards"):
+        ds.append(History.from_chats(_chats("x", 1)))

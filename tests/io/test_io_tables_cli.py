@@ -149,3 +149,19 @@ def test_export_parquet_with_changing_fields_and_sharded_source(tmp_path):
     assert n == 45
     assert History.from_arrow(pq.read_table(tmp_path / "o.parquet")).to_chats() == chats
     assert datasets.Dataset.from_parquet(str(tmp_path / "o.parquet")).num_rows == 45
+
+
+def test_jsonl_import_with_shard_size(tmp_path, cli):
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(json.dumps({"messages": c}, ensure_ascii=False) + "\n" for c in CHATS[:25])
+                   + "not json\n", encoding="utf-8")
+    res = cli("import", src, tmp_path / "sh", "--shard-size", "10", "--chunk-size", "4")
+    assert res.returncode == 0, res.stderr
+    assert "chats.jsonl:line 26" in res.stderr  # the bad line is reported, the rest imported
+    ds = open_dataset(tmp_path / "sh")
+    assert [ds.shard(k).batch_size[0] for k in range(ds.num_shards)] == [10, 10, 5]
+    assert ds.to_chats() == CHATS[:25]
+    res = cli("import", src, tmp_path / "sh", "--shard-size", "10", "--overwrite", "-q")
+    assert res.returncode == 0, res.stderr
+    assert open_dataset(tmp_path / "sh").num_shards == 3
+    assert len(list((tmp_path / "sh" / "shards").iterdir())) == 3  # the replaced shards are gone

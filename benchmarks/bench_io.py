@@ -99,11 +99,18 @@ def bench_parquet_import(chats, tmp: Path, repeat: int):
         shutil.rmtree(out, ignore_errors=True)
         return import_tables(src, out, chunk_size=8192)
 
-    best = interleaved({"read_table": lambda: pq.read_table(src), "import": do_import}, repeat)
+    def stream_read():  # the streaming floor: the same record batches, nothing done with them
+        for _ in pq.ParquetFile(src).iter_batches(batch_size=8192, columns=["messages"]):
+            pass
+
+    best = interleaved({"read_table": lambda: pq.read_table(src), "stream": stream_read, "import": do_import},
+                       repeat)
     stats = do_import()
     assert stats.conversations == len(chats)
     row("pyarrow.parquet.read_table", best["read_table"])
+    row("pyarrow ParquetFile.iter_batches (streaming read only)", best["stream"])
     row("chatdata import_tables (read + convert + write)", best["import"])
+    print(f"  ratio import / streaming read = {best['import'] / best['stream']:.2f}")
     ratio = best["import"] / best["read_table"]
     print(f"  ratio import / read_table = {ratio:.2f}  (file {src.stat().st_size / 1e6:.0f} MB, "
           f"dataset {sum(f.stat().st_size for f in out.rglob('*') if f.is_file()) / 1e6:.0f} MB)  "
@@ -111,10 +118,15 @@ def bench_parquet_import(chats, tmp: Path, repeat: int):
 
 
 def bench_ray(chats, tmp: Path, repeat: int):
+    import logging
+
     import ray
 
     import chatdata
     import chatdata.ray as cray
+
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     print(f"(c) Ray tokenize of {len(chats):,} conversations (packaged Qwen2.5 tokenizer, batches of 128)")
     corpus = tmp / "corpus"
@@ -146,15 +158,18 @@ def main(argv=None) -> int:
     ap.add_argument("--n-tokenize", type=int, default=2_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--parts", default="abc", help="which parts to run (default: abc)")
     ap.add_argument("--tmp", default=None)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="bench_io_", dir=args.tmp))
     try:
         t, chats = timed(lambda: make_conversations(args.n, seed=0))
         print(f"{args.n:,} synthetic conversations ({sum(map(len, chats)):,} messages) made in {t:.1f} s")
-        bench_to_arrow(chats, tmp, args.repeat)
-        bench_parquet_import(chats, tmp, args.repeat)
-        if not args.no_ray:
+        if "a" in args.parts:
+            bench_to_arrow(chats, tmp, args.repeat)
+        if "b" in args.parts:
+            bench_parquet_import(chats, tmp, args.repeat)
+        if "c" in args.parts and not args.no_ray:
             bench_ray(chats[:args.n_tokenize], tmp, max(1, args.repeat - 1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -11,7 +11,7 @@ attaches the Arrow methods to the core classes:
 Example:
     >>> import chatdata
     >>> h = chatdata.History.from_chats([[{"role": "user", "content": "hi"}]])
-    >>> t = h.to_arrow()                                  # doctest: +SKIP
+    >>> t = h.to_arrow()
     >>> import datasets; ds = datasets.Dataset(t)         # doctest: +SKIP
     >>> chatdata.History.from_arrow(ds.data.table).to_chats()   # doctest: +SKIP
     [[{'role': 'user', 'content': 'hi'}]]
@@ -31,7 +31,7 @@ def _history_to_arrow(self, column: str = "messages"):
     memory-mapped History. See :mod:`chatdata.io.arrow_history`.
 
     Example:
-        >>> History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow().num_rows   # doctest: +SKIP
+        >>> History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow().num_rows
         1
     """
     from .arrow_history import history_to_arrow
@@ -45,7 +45,7 @@ def _history_from_arrow(cls, table_or_array, column: str = "messages"):
     back as absent keys; a bad row raises ValueError naming it.
 
     Example:
-        >>> History.from_arrow(History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow()).to_chats()  # doctest: +SKIP
+        >>> History.from_arrow(History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow()).to_chats()
         [[{'role': 'user', 'content': 'hi'}]]
     """
     from .arrow_history import history_from_arrow
@@ -57,7 +57,7 @@ def _stack_to_arrow(self):
     """This NonTensorStack as an Arrow array (``large_string`` for strings, zero-copy when packed).
 
     Example:
-        >>> NonTensorStack.from_list(["a"]).to_arrow().to_pylist()   # doctest: +SKIP
+        >>> NonTensorStack.from_list(["a"]).to_arrow().to_pylist()
         ['a']
     """
     from .arrow_columns import nontensor_to_arrow
@@ -69,8 +69,8 @@ def _stack_from_arrow(cls, array):
     """A NonTensorStack from an Arrow array (string bytes stay in the Arrow buffers).
 
     Example:
-        >>> import pyarrow as pa                                           # doctest: +SKIP
-        >>> NonTensorStack.from_arrow(pa.array(["a", "b"])).tolist()       # doctest: +SKIP
+        >>> import pyarrow as pa
+        >>> NonTensorStack.from_arrow(pa.array(["a", "b"])).tolist()
         ['a', 'b']
     """
     from .arrow_columns import nontensor_from_arrow
@@ -84,7 +84,7 @@ def _td_to_arrow(self):
 
     Example:
         >>> import torch
-        >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().num_rows   # doctest: +SKIP
+        >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().num_rows
         2
     """
     from .arrow_columns import tensordict_to_arrow
@@ -96,7 +96,8 @@ def _td_from_arrow(cls, table):
     """A TensorDict of batch ``(rows,)`` from a ``pyarrow.Table`` (numbers without a copy).
 
     Example:
-        >>> TensorDict.from_arrow(TensorDict({"x": torch.zeros(2)}, [2]).to_arrow())["x"].shape   # doctest: +SKIP
+        >>> import torch
+        >>> TensorDict.from_arrow(TensorDict({"x": torch.zeros(2)}, [2]).to_arrow())["x"].shape
         torch.Size([2])
     """
     from .arrow_columns import tensordict_from_arrow

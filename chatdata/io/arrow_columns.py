@@ -7,8 +7,8 @@ the memory maps under them) alive. Tensors of shape ``(rows, *inner)`` become (n
 
 Example:
     >>> from chatdata import NonTensorStack
-    >>> arr = string_array(NonTensorStack.from_list(["hi", "é"]))   # doctest: +SKIP
-    >>> arr.type, arr.to_pylist()                                    # doctest: +SKIP
+    >>> arr = string_array(NonTensorStack.from_list(["hi", "é"]))
+    >>> arr.type, arr.to_pylist()
     (DataType(large_string), ['hi', 'é'])
 """
 from __future__ import annotations
@@ -186,7 +186,7 @@ def nontensor_to_arrow(stack):
 
     Example:
         >>> from chatdata import NonTensorStack
-        >>> NonTensorStack.from_list(["a", "b"]).to_arrow().to_pylist()   # doctest: +SKIP
+        >>> NonTensorStack.from_list(["a", "b"]).to_arrow().to_pylist()
         ['a', 'b']
     """
     pa = require_pyarrow()
@@ -217,8 +217,8 @@ def tensordict_to_arrow(td):
 
     Example:
         >>> from chatdata import TensorDict
-        >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().schema   # doctest: +SKIP
-        x: fixed_size_list<item: float>[3]
+        >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().schema.field("x").type
+        FixedSizeListType(fixed_size_list<item: float>[3])
     """
     pa = require_pyarrow()
     if td.batch_dims != 1:

@@ -19,8 +19,8 @@ Arrow buffers are the mapped files.
 Example:
     >>> from chatdata import History
     >>> h = History.from_chats([[{"role": "user", "content": "hi"}]])
-    >>> t = h.to_arrow()                                   # doctest: +SKIP
-    >>> History.from_arrow(t).to_chats() == h.to_chats()   # doctest: +SKIP
+    >>> t = h.to_arrow()
+    >>> History.from_arrow(t).to_chats() == h.to_chats()
     True
 """
 from __future__ import annotations
@@ -178,7 +178,7 @@ def history_to_arrow(h, column: str = "messages"):
 
     Example:
         >>> from chatdata import History
-        >>> History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow().num_rows   # doctest: +SKIP
+        >>> History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow().num_rows
         1
     """
     pa = require_pyarrow()
@@ -261,9 +261,9 @@ def history_from_arrow(obj, column: str = "messages"):
 
     Example:
         >>> from chatdata import History
-        >>> import pyarrow as pa                                             # doctest: +SKIP
-        >>> t = pa.table({"messages": [[{"role": "user", "content": "hi"}]]})  # doctest: +SKIP
-        >>> History.from_arrow(t).to_chats()                                 # doctest: +SKIP
+        >>> import pyarrow as pa
+        >>> t = pa.table({"messages": [[{"role": "user", "content": "hi"}]]})
+        >>> History.from_arrow(t).to_chats()
         [[{'role': 'user', 'content': 'hi'}]]
     """
     pa = require_pyarrow()

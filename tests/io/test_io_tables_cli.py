@@ -134,6 +134,11 @@ def test_bad_sources_name_the_file(tmp_path, cli):
     with pytest.raises(ValueError, match=r"garbage.parquet: cannot read it as Parquet"):
         import_tables(tmp_path / "garbage.parquet", tmp_path / "o3")
     assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
+    pq.write_table(History.from_chats([]).to_arrow(), tmp_path / "empty.parquet")
+    res = cli("import", tmp_path / "empty.parquet", tmp_path / "o4")
+    assert res.returncode == 1 and "holds no conversation; pass --allow-empty" in res.stderr
+    assert cli("import", tmp_path / "empty.parquet", tmp_path / "o4", "--allow-empty", "-q").returncode == 0
+    assert len(load_memmap(tmp_path / "o4")) == 0
     with pytest.raises(ValueError, match="is a folder; give a .parquet file name"):
         export_parquet(History.from_chats(CHATS[:2]), tmp_path)
 

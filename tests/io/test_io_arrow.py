@@ -164,3 +164,14 @@ def test_other_column_name_and_empty():
     one = History.from_chats(TOOL_CHATS[0])  # a single conversation is one row
     assert History.from_arrow(one.to_arrow()).to_chats() == [TOOL_CHATS[0]]
 
+
+
+@pytest.mark.parametrize("module, extra, call", [
+    ("pyarrow", "arrow", lambda: History.from_chats(TOOL_CHATS).to_arrow()),
+    ("datasets", "hf", lambda: chatdata.io.deps.require_datasets()),
+    ("ray", "ray", lambda: __import__("chatdata.ray", fromlist=["read"]).read("nowhere")),
+])
+def test_missing_optional_package_says_what_to_install(monkeypatch, module, extra, call):
+    monkeypatch.setitem(__import__("sys").modules, module, None)  # what Python does for a missing package
+    with pytest.raises(ImportError, match=rf'pip install "chatdata\[{extra}\]"'):
+        call()

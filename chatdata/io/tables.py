@@ -111,9 +111,8 @@ def iter_batches(path, column: str, batch_rows: int):
         raise ValueError(f"{path}: cannot read it as {'Parquet' if path.suffix == '.parquet' else 'Arrow IPC'} ({err})") from None
     if column not in schema.names:
         raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); name the messages column with --column")
-    idx = schema.get_field_index(column)
     for b in batches:
-        col = b.column(idx) if b.num_columns > 1 or b.schema.names[0] != column else b.column(0)
+        col = b.column(b.schema.get_field_index(column))
         for a in range(0, len(col), batch_rows):
             yield col.slice(a, batch_rows) if len(col) > batch_rows else col
 

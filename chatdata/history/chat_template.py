@@ -115,7 +115,12 @@ def template_name_for(chat_template: str | None = None, tokenizer: Any = None) -
     """The registered template name whose source is ``chat_template`` (or the tokenizer's own
     template); ``chatml_format`` when neither is given. Never guessed from a model name."""
     from ..templates import get_chat_template, list_chat_templates
+    from ..templates.registry import template_name_for_model
 
+    if chat_template is None:
+        by_keyword = template_name_for_model(tokenizer)  # the user's model_family_keywords
+        if by_keyword is not None:
+            return by_keyword
     source = chat_template
     if source is None and tokenizer is not None:
         source = getattr(tokenizer, "chat_template", None)
@@ -140,7 +145,16 @@ def parse_text(text, chat_template_name=None, chat_template=None, tokenizer=None
 
     name = chat_template_name or template_name_for(chat_template, tokenizer)
     if isinstance(text, str):
-        return parse_chat_text(text, name)
+        return _messages(parse_chat_text(text, name))
     if not isinstance(text, (list, tuple)) or not all(isinstance(t, str) for t in text):
         raise TypeError("from_text takes a str or a list of str")
-    return [parse_chat_text(t, name) for t in text]
+    return [_messages(parse_chat_text(t, name)) for t in text]
+
+
+def _messages(parsed):
+    """A parser's result as message dicts: torchrl-style parsers return a History."""
+    to_chats = getattr(parsed, "to_chats", None)
+    if to_chats is None:
+        return parsed
+    msgs = to_chats()
+    return [msgs] if isinstance(msgs, dict) else msgs

@@ -27,7 +27,7 @@ import torch
 from ..td import NonTensorData, RaggedTensorDict, TensorClass, TensorDict
 from ..td.functional import cat
 from ..td.tensorclass import register_tensorclass
-from .columns import DEFAULTS, FLAGS_KEY, _stack, build_storage, normalize_storage, storage_to_chats
+from .columns import DEFAULTS, FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
 from .ragged_ops import as_ragged, concat_rows, single_row
 
@@ -42,6 +42,38 @@ def _as_history(value, what: str) -> "History":
     if isinstance(value, (list, tuple)):
         return History.from_chats(list(value))
     raise TypeError(f"{what} takes a History (or message dicts), got {type(value).__name__}")
+
+
+def _as_int(i):
+    if isinstance(i, torch.Tensor) and i.ndim == 0 and not i.is_floating_point() and i.dtype is not torch.bool:
+        return int(i)
+    if isinstance(i, np.integer):
+        return int(i)
+    return i
+
+
+def _int_index(index):
+    """``index`` with 0-d integer tensors (and numpy ints) replaced by Python ints."""
+    if isinstance(index, tuple):
+        return tuple(map(_as_int, index))
+    return _as_int(index)
+
+
+def _is_complete_per_message(self: "History"):
+    """``is_complete``: one bool per message (nested lists for a batch), even when all messages
+    share one value (stored as a constant); a bool for a single message."""
+    storage = self._storage
+    if isinstance(storage, RaggedTensorDict):
+        flags = column(storage.values, "is_complete")
+        off = storage.offsets.tolist()
+        return [flags[a:b] for a, b in zip(off[:-1], off[1:])]
+    if not storage.batch_size:
+        return column(storage, "is_complete")[0]
+    return nest(column(storage, "is_complete"), storage.batch_size)
+
+
+def _set_is_complete(self: "History", value) -> None:
+    self.set("is_complete", value)
 
 
 def _storage_of(h: "History"):
@@ -260,6 +292,23 @@ class History(TensorClass):
         """Same as :meth:`to_chats`."""
         return self.to_chats()
 
+    def copy(self) -> "History":
+        """A shallow copy: a new History over new containers sharing the column data
+        (tensordict's ``copy``). ``append``/``extend`` on one never change the other.
+
+        Example:
+            >>> h = History.from_chats([{"role": "user", "content": "a"}])
+            >>> c = h.copy()
+            >>> _ = h.append(History(role="assistant", content="b"))
+            >>> c.role, h.role
+            (['user'], ['user', 'assistant'])
+        """
+        return type(self)._from_storage(self._storage.clone(recurse=False))
+
+    def _index(self, index):
+        # a DataLoader hands out 0-d tensors as indices: they select like the int they hold
+        return super()._index(_int_index(index))
+
     # -- growing -------------------------------------------------------------------------
     def _result(self, storage, inplace: bool) -> "History":
         if inplace:
@@ -409,6 +458,10 @@ class History(TensorClass):
         )
 
 
+
+# a field property would give the stored constant (one bool for all messages); torchrl's
+# History gives one value per message, so the property is replaced after the class is built
+History.is_complete = property(_is_complete_per_message, _set_is_complete)
 
 # torchrl saves its History under this class name: such folders load as chatdata's History
 register_tensorclass("torchrl.data.llm.history.History", History)

@@ -20,7 +20,7 @@ from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict, un
 from ..td.tensorclass import TensorClass
 from ._shape import expand_shape, index_shape, norm_dim, norm_shape, parse_shape_args, shape_mismatch
 from .base import TensorSpec, as_device
-from .nontensor import NonTensor
+from .nontensor import NonTensor, _list_shape
 
 __all__ = ["Composite", "history_default_spec"]
 
@@ -60,6 +60,31 @@ def _entry(value, key: str):
             return value.get(key)  # a nested (jagged) tensor
         return RaggedTensorDict(leaf, value.offsets)
     return value._get_raw(key)
+
+
+def _lists_fill_shape(spec, value) -> bool:
+    """Whether an unbatched-enough ``value`` fits ``spec.shape`` through its entries: a
+    collection of batch ``()`` whose non-tensor entries hold lists (``History(role=[...],
+    content=[...])``, torchrl's unbatched conversation) has the lists' common shape as its
+    trailing batch dims."""
+    missing = len(spec.shape) - len(value.batch_size)
+    if missing <= 0 or isinstance(value, RaggedTensorDict):
+        return False
+    shapes = set()
+    for key, sub in spec._specs.items():
+        if not isinstance(sub, NonTensor):
+            continue
+        try:
+            entry = _entry(value, key)
+        except (KeyError, AttributeError):
+            return False
+        if not isinstance(entry, NonTensorData) or entry.batch_size or not isinstance(entry.data, list):
+            return False
+        shapes.add(_list_shape(entry.data)[:missing])
+    if len(shapes) != 1:
+        return False
+    implied = (*value.batch_size, *shapes.pop())
+    return len(implied) == len(spec.shape) and shape_mismatch(implied, spec.shape) is None
 
 
 class _SpecKeys:
@@ -277,7 +302,7 @@ class Composite:
         elif not isinstance(value, (TensorDict, TensorClass, RaggedTensorDict)):
             return f"expected a TensorDict or a tensorclass, got {type(value).__name__}"
         reason = shape_mismatch(value.batch_size, self.shape)
-        if reason is not None:
+        if reason is not None and not _lists_fill_shape(self, value):
             return f"batch size: {reason}"
         for key, spec in self._specs.items():
             try:

@@ -230,6 +230,10 @@ class RaggedTensorDict(Batched):
     def keys(self, include_nested: bool = False, leaves_only: bool = False, **kwargs):
         return self._values.keys(include_nested, leaves_only, **kwargs)
 
+    def __contains__(self, key) -> bool:
+        # an entry name, as for a TensorDict (``"input_ids" in out``), not a row
+        return key in self._values.keys(include_nested=True)
+
     def _iter_keys(self, *args, **kwargs):
         return self._values._iter_keys(*args, **kwargs)
 

@@ -145,6 +145,32 @@ BUILTIN_PARSERS = {
             ("assistant", r"(?P<content>.*?)(?:(?P<end></s>)|(?=\[INST\]|\[TOOL_RESULTS\])|\Z)"),
         ),
     ),
+    # torchrl's template names (Llama 4 headers; "User:"/"Assistant:" plain-text families). The
+    # plain-text ones end an assistant turn at the blank line (falcon) or at a common EOS token
+    # (deepseek); text before the first "User:" is the system message. dialogpt writes no roles:
+    # it has no parser.
+    "llama": ParserSpec(
+        "llama", prefix=r"<\|begin_of_text\|>",
+        turns=((None, r"<\|header_start\|>(?P<role>.+?)<\|header_end\|>\n\n(?P<content>.*?)(?:(?P<end><\|eot\|>)|\Z)"),),
+        role_map={"ipython": "tool"},
+    ),
+    "falcon": ParserSpec(
+        "falcon",
+        turns=(
+            ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)|\Z)"),
+            ("assistant", r"Assistant: ?(?P<content>.*?)(?:(?P<end>\n\n)|\Z)"),
+            ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)|\Z)"),
+        ),
+    ),
+    "deepseek": ParserSpec(
+        "deepseek", prefix=r"<｜begin▁of▁sentence｜>|<s>|<\|begin_of_text\|>",
+        turns=(
+            ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)|\Z)"),
+            ("assistant", r"Assistant: ?(?P<content>.*?)"
+                          r"(?:(?P<end><｜end▁of▁sentence｜>|</s>|<\|endoftext\|>|<\|im_end\|>|<\|end_of_text\|>)|(?=User: )|\Z)"),
+            ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)|\Z)"),
+        ),
+    ),
 }
 for _name, _spec in BUILTIN_PARSERS.items():
     register_parser(_name, _spec)

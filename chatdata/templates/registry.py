@@ -1,9 +1,11 @@
 """Registry of named chat templates, and the rule that picks the template to use.
 
 Bundled templates are ``.jinja`` data files next to this module (``chatml_format``, ``qwen``,
-``llama3``, ``mistral``); more can be registered at runtime with :func:`add_chat_template`.
-A template is never guessed from a model path or name: it is given explicitly, or taken from
-the tokenizer, or the plain ChatML default is used.
+``llama3``, ``mistral``, and torchrl's names ``llama`` (Llama 4 headers), ``deepseek``,
+``falcon``, ``dialogpt``); more can be registered at runtime with :func:`add_chat_template`.
+A template is never guessed from a model path or name by built-in rules: it is given
+explicitly, chosen by keywords the user registered, taken from the tokenizer, or the plain
+ChatML default is used.
 """
 from __future__ import annotations
 
@@ -11,9 +13,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 _HERE = Path(__file__).resolve().parent
-_BUNDLED = ("chatml_format", "qwen", "llama3", "mistral")
+_BUNDLED = ("chatml_format", "qwen", "llama3", "mistral", "llama", "deepseek", "falcon", "dialogpt")
 _TEMPLATES: dict[str, str] = {}
 _PARSERS: dict[str, Any] = {}
+_FAMILY_KEYWORDS: dict[str, list[str]] = {}
+# torchrl's names for these registries (code that cleans up after add_chat_template uses them)
+_CHAT_TEMPLATES = _TEMPLATES
+_CUSTOM_INVERSE_PARSERS = _PARSERS
+_CUSTOM_MODEL_FAMILY_KEYWORDS = _FAMILY_KEYWORDS
 DEFAULT_TEMPLATE_NAME = "chatml_format"
 
 
@@ -54,31 +61,85 @@ def get_chat_template(name: str) -> str:
         ) from None
 
 
-def add_chat_template(name: str, template: str, parser: Any = None, *, overwrite: bool = False) -> None:
-    """Register ``template`` (jinja source) under ``name``, optionally with an output parser.
+def add_chat_template(
+    template_name: str | None = None,
+    template: str | None = None,
+    inverse_parser: Any = None,
+    model_family_keywords: list[str] | None = None,
+    *,
+    overwrite: bool = False,
+    name: str | None = None,
+    parser: Any = None,
+) -> None:
+    """Register ``template`` (jinja source) under ``template_name``, optionally with an output
+    parser and model-family keywords. The signature is torchrl's
+    (``add_chat_template(template_name=..., template=..., inverse_parser=...,
+    model_family_keywords=...)``); ``name=`` / ``parser=`` are accepted as aliases.
 
-    ``parser`` is a :class:`chatdata.templates.parsers.ParserSpec` (a table entry) or a callable
-    ``text -> list[dict]``; it is what :func:`parse_chat_text` uses for ``name``.
-    Re-registering an existing name needs ``overwrite=True``.
+    ``inverse_parser`` is a :class:`chatdata.templates.parsers.ParserSpec` (a table entry) or a
+    callable ``text -> list[dict]`` (or ``text -> History``); it is what ``History.from_text``
+    uses for this name. ``model_family_keywords``: when a tokenizer whose ``name_or_path``
+    contains one of them (case-insensitive) is used without an explicit template, this template
+    is chosen over the tokenizer's own -- only for keywords registered here, never built-in
+    guesses. Unlike torchrl, ``{% generation %}`` blocks are optional (masks are derived from
+    the rendering) and re-registering a name with a different template needs ``overwrite=True``.
 
     Example:
         >>> add_chat_template("mini", "{% for m in messages %}{{ m.role }}: {{ m.content }}\\n{% endfor %}")
         >>> get_chat_template("mini")[:2]
         '{%'
     """
-    if not isinstance(name, str) or not name:
+    if name is not None:
+        if template_name is not None and template_name != name:
+            raise TypeError("add_chat_template got both template_name= and name=; pass one")
+        template_name = name
+    if parser is not None:
+        if inverse_parser is not None and inverse_parser is not parser:
+            raise TypeError("add_chat_template got both inverse_parser= and parser=; pass one")
+        inverse_parser = parser
+    if not isinstance(template_name, str) or not template_name:
         raise TypeError("chat template name must be a non-empty str")
     if not isinstance(template, str):
         raise TypeError(f"chat template must be a str (jinja source), got {type(template).__name__}")
+    keywords = _check_keywords(model_family_keywords)
     _load_bundled()
-    if name in _TEMPLATES and not overwrite and _TEMPLATES[name] != template:
-        raise ValueError(f"chat template {name!r} is already registered; pass overwrite=True to replace it")
+    if template_name in _TEMPLATES and not overwrite and _TEMPLATES[template_name] != template:
+        raise ValueError(f"chat template {template_name!r} is already registered; pass overwrite=True to replace it")
     from .render import compile_template  # validate the syntax now, not at first use
 
     compile_template(template)
-    _TEMPLATES[name] = template
-    if parser is not None:
-        _PARSERS[name] = parser
+    _TEMPLATES[template_name] = template
+    if inverse_parser is not None:
+        _PARSERS[template_name] = inverse_parser
+    if keywords is not None:
+        _FAMILY_KEYWORDS[template_name] = keywords
+
+
+def _check_keywords(keywords) -> list[str] | None:
+    if keywords is None:
+        return None
+    if isinstance(keywords, str) or not all(isinstance(k, str) and k for k in keywords):
+        raise TypeError("model_family_keywords must be a list of non-empty str")
+    return [k.lower() for k in keywords]
+
+
+def template_name_for_model(tokenizer: Any) -> str | None:
+    """The template registered with a ``model_family_keywords`` entry found in the tokenizer's
+    ``name_or_path`` (case-insensitive), or None. Only user-registered keywords count.
+
+    Example:
+        >>> template_name_for_model(None) is None
+        True
+    """
+    if not _FAMILY_KEYWORDS or tokenizer is None:
+        return None
+    path = str(getattr(tokenizer, "name_or_path", "") or "").lower()
+    if not path:
+        return None
+    for template_name, keywords in _FAMILY_KEYWORDS.items():
+        if template_name in _TEMPLATES and any(k in path for k in keywords):
+            return template_name
+    return None
 
 
 def get_parser(name: str) -> Any:
@@ -111,8 +172,9 @@ def resolve_chat_template(
     chat_template_name: str | None = None,
     tools: Any = None,
 ) -> str:
-    """Choose the template source: ``chat_template`` > ``chat_template_name`` > the tokenizer's
-    own ``chat_template`` > ``chatml_format``.
+    """Choose the template source: ``chat_template`` > ``chat_template_name`` > a template
+    registered with ``model_family_keywords`` matching the tokenizer's ``name_or_path`` > the
+    tokenizer's own ``chat_template`` > ``chatml_format``.
 
     If the tokenizer holds a dict of named templates (as transformers allows), ``chat_template``
     may also be one of its names; otherwise the ``"tool_use"`` entry is used when ``tools`` are
@@ -133,6 +195,9 @@ def resolve_chat_template(
         return chat_template
     if chat_template_name is not None:
         return get_chat_template(chat_template_name)
+    by_keyword = template_name_for_model(tokenizer)
+    if by_keyword is not None:
+        return get_chat_template(by_keyword)
     if tokenizer is not None:
         tmpl = _template_from_tokenizer(tokenizer, tools)
         if tmpl is not None:

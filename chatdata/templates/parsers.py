@@ -122,7 +122,7 @@ def parse_with_spec(text: str, spec: ParserSpec) -> list[dict]:
     return messages
 
 
-_CHATML_TURN = r"<\|im_start\|>(?P<role>[^\n]*)\n(?P<content>.*?)(?:(?P<end><\|im_end\|>)\n?|\Z)"
+_CHATML_TURN = r"<\|im_start\|>(?P<role>[^\n]*)\n(?P<content>.*?)(?:(?P<end><\|im_end\|>|<\|endoftext\|>)\n?|\Z)"
 
 BUILTIN_PARSERS = {
     "chatml_format": ParserSpec("chatml_format", turns=((None, _CHATML_TURN),)),

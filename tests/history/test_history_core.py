@@ -142,7 +142,7 @@ def test_stack_cat_unbind():
 
 def test_constructor_and_fields():
     h = History(role=["system", "user"], content=["s", "u"], batch_size=(2,))
-    assert h.is_complete is True and h.tool_calls is None
+    assert h.is_complete == [True, True] and h.tool_calls is None  # one value per message, as torchrl
     assert h.to_chats() == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     m = History(role="assistant", content="x", tool_calls=[{"name": "f", "arguments": {}}], extra={"name": "bot"})
     assert m.to_chats() == {"role": "assistant", "content": "x", "tool_calls": [{"name": "f", "arguments": {}}], "name": "bot"}

@@ -91,7 +91,8 @@ class History(TensorClass):
     Args:
         role: the sender (``"system"``, ``"user"``, ``"assistant"``, ``"tool"``, ...).
         content: a str, a list of part dicts, or a :class:`ContentBase` (stored as part dicts).
-        is_complete: whether the message was terminated (False for an unfinished generation).
+        is_complete: whether the message was terminated (False for an unfinished generation);
+            reads as one bool per message (nested lists for a batch), as in torchrl.
         tool_calls: the tool calls of an assistant message (list of dicts) or None.
         tool_responses: tool responses (list of str) or None.
         extra: the message's other keys (dict) or None.

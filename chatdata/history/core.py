@@ -112,6 +112,19 @@ class History(TensorClass):
     tool_responses: list[str] | None = None
     extra: dict | None = None
 
+    # tensordict keeps a tensorclass's TensorDict in the instance dict as ``_tensordict`` and
+    # torchrl code reads ``history.__dict__["_tensordict"]``: History keeps its storage there
+    @property
+    def _storage(self):
+        try:
+            return self.__dict__["_tensordict"]
+        except KeyError:
+            raise AttributeError("_storage") from None
+
+    @_storage.setter
+    def _storage(self, value) -> None:
+        self.__dict__["_tensordict"] = value
+
     def __init__(self, *args, batch_size=None, device=None, names=None, **kwargs):
         super().__init__(*args, batch_size=() if batch_size is None else batch_size, device=device, **kwargs)
 

@@ -117,3 +117,13 @@ def test_from_text_accepts_a_parser_returning_a_history():
     finally:
         registry._CHAT_TEMPLATES.pop(name, None)
         registry._CUSTOM_INVERSE_PARSERS.pop(name, None)
+
+
+def test_storage_lives_under_tensordicts_attribute_name():
+    # torchrl code reads the storage as history.__dict__["_tensordict"] / history._tensordict
+    h = History(role="user", content="a").unsqueeze(0)
+    h.extend(History(role=["assistant", "user"], content=["b", "c"], batch_size=2))
+    assert h.__dict__["_tensordict"].shape == (3,)
+    assert h._tensordict is h.__dict__["_tensordict"]
+    batch = History.from_chats(CHATS)
+    assert batch[1].__dict__["_tensordict"].batch_size == (2,)

@@ -83,7 +83,7 @@ def _storage_of(h: "History"):
     return s
 
 
-class History(TensorClass):
+class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
     """Chat messages with the fields ``role``, ``content``, ``is_complete``, ``tool_calls``,
     ``tool_responses`` and ``extra`` (a dict of any other message keys: ``name``,
     ``tool_call_id``, ``reasoning_content``, ...).

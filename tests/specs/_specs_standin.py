@@ -5,7 +5,7 @@ from chatdata.specs import history_default_spec
 from chatdata.td import tensorclass
 
 
-@tensorclass
+@tensorclass(nocast=True)  # as torchrl's History: values stored as given
 class History:
     role: str
     content: str

@@ -34,6 +34,7 @@ _attach_state_methods()
 
 from .memmap_api import TensorDictFuture, attach as _attach_memmap, load_memmap  # noqa: E402
 from .fsops import FormatError  # noqa: E402
+from .functional import lazy_stack  # noqa: E402  (tensordict's name; same as stack)
 
 for _cls in (TensorDict, TensorClass, RaggedTensorDict):
     _attach_memmap(_cls)

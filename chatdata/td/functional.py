@@ -32,6 +32,19 @@ def _stack_leaves(values, dim: int, key):
     return stack(values, dim)
 
 
+def lazy_stack(items, dim: int = 0, *, out=None):
+    """tensordict's ``lazy_stack``: chatdata's stacks are already column-wise, so this is
+    :func:`stack` (items of different lengths along dim 0 give a ragged stack; other shape
+    mismatches raise, as chatdata has no lazy stacks of heterogeneous collections).
+
+    Example:
+        >>> from chatdata import History
+        >>> lazy_stack([History(role="user", content="a"), History(role="assistant", content="b")]).role
+        ['user', 'assistant']
+    """
+    return stack(items, dim, out=out)
+
+
 def stack(items, dim: int = 0, *, out=None):
     """Stack collections along a new batch dim ``dim`` (see the module docstring)."""
     from .ragged import RaggedTensorDict

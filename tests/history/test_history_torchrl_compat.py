@@ -127,3 +127,15 @@ def test_storage_lives_under_tensordicts_attribute_name():
     assert h._tensordict is h.__dict__["_tensordict"]
     batch = History.from_chats(CHATS)
     assert batch[1].__dict__["_tensordict"].batch_size == (2,)
+
+
+def test_lazy_stack_of_histories_as_torchrl_builds_them():
+    from chatdata.td import lazy_stack
+
+    conv = lazy_stack([History(role="user", content="a"), History(role="assistant", content="b")])
+    assert conv.batch_size == (2,) and conv.to_chats() == [{"role": "user", "content": "a"},
+                                                           {"role": "assistant", "content": "b"}]
+    batch = lazy_stack([History.from_chats(c) for c in CHATS])  # different lengths: a ragged batch
+    assert batch.batch_size == (3, -1) and batch.to_chats() == CHATS
+    with pytest.raises(Exception, match="batch"):
+        lazy_stack([History.from_chats(CHATS[1]), History(role="user", content="a")])  # 1-D with 0-D

@@ -38,9 +38,10 @@ def lazy_stack(items, dim: int = 0, *, out=None):
     mismatches raise, as chatdata has no lazy stacks of heterogeneous collections).
 
     Example:
-        >>> from chatdata import History
-        >>> lazy_stack([History(role="user", content="a"), History(role="assistant", content="b")]).role
-        ['user', 'assistant']
+        >>> import torch
+        >>> from chatdata.td import TensorDict
+        >>> lazy_stack([TensorDict(a=torch.zeros(2), batch_size=[2]), TensorDict(a=torch.ones(3), batch_size=[3])]).batch_size
+        torch.Size([2, -1])
     """
     return stack(items, dim, out=out)
 

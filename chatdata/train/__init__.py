@@ -1,0 +1,16 @@
+"""Training batches from token sets: datasets, packing plans, samplers and collators.
+
+Example:
+    >>> from torch.utils.data import DataLoader
+    >>> from chatdata.train import TokenDataset, PackedBatchSampler, collate_padding_free
+    >>> ds = TokenDataset("tokens/")                                        # doctest: +SKIP
+    >>> sampler = PackedBatchSampler(ds.lengths, max_tokens=8192, seed=0)    # doctest: +SKIP
+    >>> loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate_padding_free)  # doctest: +SKIP
+"""
+from .collate import collate_padded, collate_padding_free
+from .dataset import IGNORE_INDEX, TokenDataset, TokenRows
+from .packing import PackingPlan, pack
+from .sampler import PackedBatchSampler
+
+__all__ = ["TokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
+           "collate_padded", "IGNORE_INDEX"]

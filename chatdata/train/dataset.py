@@ -1,0 +1,198 @@
+"""TokenDataset: a map-style torch Dataset over a token set (ids + assistant masks).
+
+A token set is the ragged stack that ``chatdata tokenize`` writes to a folder, or that
+``History.apply_chat_template(tokenize=True, return_dict=True,
+return_assistant_tokens_mask=True)`` returns: flat ``input_ids`` and ``assistant_masks``
+columns plus int64 offsets (sequence ``i`` is ``offsets[i]:offsets[i+1]``). The dataset reads
+the lengths from the offsets alone and slices tokens straight from the memory map when a row
+is asked for.
+
+Example:
+    >>> ds = TokenDataset("tokens/")                       # doctest: +SKIP
+    >>> ds.lengths[:3], ds[0]["labels"][:5]                # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["TokenDataset", "TokenRows", "IGNORE_INDEX"]
+
+IGNORE_INDEX = -100  # the label value torch's cross-entropy (and transformers) ignore
+
+
+class TokenRows(Sequence):
+    """Rows gathered from a :class:`TokenDataset` in one go, kept as flat columns.
+
+    ``rows[j]`` is the same dict ``dataset[i]`` gives; the collators also read the flat columns
+    (``input_ids``, ``assistant_masks``, ``offsets``) directly, so a batch is assembled without a
+    Python loop over its rows.
+
+    Example:
+        >>> rows = TokenRows(torch.tensor([5, 6, 7]), torch.tensor([False, True, True]), torch.tensor([0, 1, 3]))
+        >>> len(rows), rows[1]["labels"].tolist()
+        (2, [6, 7])
+    """
+
+    def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor):
+        self.input_ids = input_ids
+        self.assistant_masks = assistant_masks
+        self.offsets = offsets
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    @property
+    def labels(self) -> torch.Tensor:
+        """Flat labels: ``input_ids`` with -100 where the assistant mask is 0."""
+        return self.input_ids.masked_fill(~self.assistant_masks, IGNORE_INDEX)
+
+    def __len__(self) -> int:
+        return self.offsets.numel() - 1
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(len(self)))]
+        n = len(self)
+        if not -n <= j < n:
+            raise IndexError(f"row {j} is out of range for {n} rows")
+        j %= n
+        a, b = int(self.offsets[j]), int(self.offsets[j + 1])
+        ids, mask = self.input_ids[a:b], self.assistant_masks[a:b]
+        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+
+
+def _open_source(source):
+    """(flat input_ids, flat assistant_masks, offsets) of a token-set folder or ragged stack."""
+    from ..td import FormatError, RaggedTensorDict, load_memmap
+
+    where = "the source"
+    if isinstance(source, (str, Path)):
+        where = str(source)
+        p = Path(source)
+        if not p.exists():
+            raise FileNotFoundError(f"{source}: no such token set (make one with `chatdata tokenize DS {source}`)")
+        if not p.is_dir() or not (p / "meta.json").is_file():
+            raise ValueError(f"{source} is not a token set: expected a folder with a meta.json, "
+                             "as written by `chatdata tokenize` or apply_chat_template(...).memmap(path)")
+        try:
+            source = load_memmap(p)
+        except (FormatError, FileNotFoundError, ValueError) as err:
+            raise ValueError(f"{source} is not a readable token set: {err}") from None
+    if not isinstance(source, RaggedTensorDict):
+        raise TypeError(f"{where} is not a token set: expected a tokenized folder or the ragged output of "
+                        "History.apply_chat_template(tokenize=True, return_dict=True, "
+                        f"return_assistant_tokens_mask=True), got {type(source).__name__}")
+    keys = set(source.keys())
+    if "input_ids" not in keys:
+        raise ValueError(f"{where} is not a token set: it has no input_ids column (columns: {sorted(keys)})")
+    if "assistant_masks" not in keys:
+        raise ValueError(f"{where} has no assistant_masks column: tokenize with return_assistant_tokens_mask=True "
+                         "(`chatdata tokenize` always writes it)")
+    values = source.values
+    ids, masks = values.get("input_ids"), values.get("assistant_masks")
+    for name, t in (("input_ids", ids), ("assistant_masks", masks)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 1:
+            raise ValueError(f"{where}: {name} must be one flat tensor of tokens, got "
+                             f"{type(t).__name__}{'' if not isinstance(t, torch.Tensor) else tuple(t.shape)}")
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
+    return ids, masks, source.offsets
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    """Map-style dataset of token sequences; see the module docstring.
+
+    ``source``: a tokenized folder (str or Path) or the ragged output of ``apply_chat_template``.
+    ``max_length``: optional; longer sequences are cut to their first ``max_length`` tokens (and
+    ``lengths`` says so), so a packer never sees a sequence longer than its bins.
+    ``ds[i]`` (int or 0-d tensor) is a dict: ``input_ids`` (int64), ``assistant_masks`` (bool)
+    and ``labels`` (``input_ids`` with -100 where the mask is 0).
+
+    Example:
+        >>> from chatdata import History
+        >>> from chatdata.data import load_sample_chats, load_sample_tokenizer
+        >>> out = History.from_chats(load_sample_chats()[:4]).apply_chat_template(
+        ...     tokenizer=load_sample_tokenizer(), tokenize=True, return_dict=True,
+        ...     return_assistant_tokens_mask=True, add_generation_prompt=False)
+        >>> ds = TokenDataset(out)
+        >>> len(ds), ds.lengths.dtype, sorted(ds[0])
+        (4, torch.int64, ['assistant_masks', 'input_ids', 'labels'])
+    """
+
+    def __init__(self, source, max_length: int | None = None):
+        ids, masks, offsets = _open_source(source)
+        if offsets.numel() < 2:
+            raise ValueError(f"{source if isinstance(source, (str, Path)) else 'the source'} holds no sequences: "
+                             "an empty token set cannot be trained on")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length <= 0):
+            raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+        self._ids, self._masks = ids, masks
+        self.offsets = offsets
+        self._starts = offsets[:-1].numpy()
+        self._ends = offsets[1:].numpy()
+        self.max_length = max_length
+        if max_length is not None:
+            self._ends = np.minimum(self._ends, self._starts + max_length)
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """Tokens per sequence (int64), from the offsets only."""
+        return torch.from_numpy(self._ends - self._starts)
+
+    @property
+    def num_tokens(self) -> int:
+        return int((self._ends - self._starts).sum())
+
+    def __len__(self) -> int:
+        return self._starts.size
+
+    def _index(self, i) -> int:
+        if isinstance(i, torch.Tensor):
+            if i.ndim != 0 or i.dtype.is_floating_point or i.dtype == torch.bool:
+                raise TypeError(f"a TokenDataset is indexed by an int or a 0-d integer tensor, got a tensor "
+                                f"of shape {tuple(i.shape)} and dtype {i.dtype}")
+            i = int(i)
+        elif isinstance(i, np.integer):
+            i = int(i)
+        elif not isinstance(i, int) or isinstance(i, bool):
+            raise TypeError(f"a TokenDataset is indexed by an int or a 0-d integer tensor, got {type(i).__name__}")
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of range for a TokenDataset of {n} sequences")
+        return i % n
+
+    def __getitem__(self, i) -> dict:
+        i = self._index(i)
+        a, b = int(self._starts[i]), int(self._ends[i])
+        ids = self._ids[a:b].to(torch.int64)
+        mask = self._masks[a:b].to(torch.bool)
+        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+
+    def __getitems__(self, indices) -> TokenRows:
+        """Many rows at once, as flat columns (what ``DataLoader`` calls with a batch sampler)."""
+        rows = indices.reshape(-1).numpy() if isinstance(indices, torch.Tensor) else np.asarray(indices)
+        if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
+            raise TypeError(f"a TokenDataset takes a list of int indices, got {type(indices).__name__} "
+                            f"of dtype {rows.dtype} and shape {rows.shape}")
+        n = len(self)
+        if rows.size and (int(rows.min()) < -n or int(rows.max()) >= n):
+            raise IndexError(f"indices out of range for a TokenDataset of {n} sequences")
+        rows = rows.astype(np.int64, copy=False) % n
+        starts = torch.from_numpy(self._starts[rows])
+        lens = torch.from_numpy(self._ends[rows]) - starts
+        offsets = torch.zeros(rows.size + 1, dtype=torch.int64)
+        torch.cumsum(lens, 0, out=offsets[1:])
+        total = int(offsets[-1])
+        pos = torch.arange(total, dtype=torch.int64)
+        pos += torch.repeat_interleave(starts - offsets[:-1], lens, output_size=total)
+        ids = self._ids[pos].to(torch.int64)
+        mask = self._masks[pos].to(torch.bool)
+        return TokenRows(ids, mask, offsets)
+
+    def __repr__(self) -> str:
+        return f"TokenDataset(sequences={len(self)}, tokens={self.num_tokens}, max_length={self.max_length})"

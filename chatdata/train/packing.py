@@ -50,6 +50,8 @@ def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
             lengths = torch.as_tensor(lengths)
         except (TypeError, ValueError, RuntimeError) as err:
             raise TypeError(f"{name} must be a 1-D integer tensor of token counts, got {type(lengths).__name__} ({err})") from None
+        if lengths.numel() == 0:  # [] becomes float32: an empty list is a valid (empty) set of lengths
+            lengths = lengths.to(torch.int64)
     if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.dtype.is_complex:
         raise TypeError(f"{name} must hold integers (token counts), got dtype {lengths.dtype}; "
                         "convert with .long() if the values are whole numbers")
@@ -233,6 +235,9 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
             dropped = np.flatnonzero(too_long)
             keep = ~too_long
             idx, L, start = idx[keep], L[keep], start[keep]
+            if L.size == 0:
+                raise ValueError(f"nothing to pack: all {dropped.size} sequences are longer than max_tokens={C} "
+                                 "and overflow='drop' dropped them all (the plan would be empty)")
         elif overflow == "truncate":
             L = np.minimum(L, C)
         else:  # split into pieces of C tokens, the last one shorter

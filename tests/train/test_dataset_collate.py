@@ -1,0 +1,151 @@
+"""TokenDataset over folders and ragged outputs; the collators' exact output; bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import DataCollatorWithFlattening
+
+from chatdata.train import TokenDataset, collate_padded, collate_padding_free
+
+
+def test_dataset_from_folder_matches_ragged_output(sample_tokens, token_folder):
+    a, b = TokenDataset(sample_tokens), TokenDataset(token_folder)
+    assert len(a) == len(b) == 40
+    flat_ids = sample_tokens.values.get("input_ids")
+    off = sample_tokens.offsets
+    assert torch.equal(a.lengths, off[1:] - off[:-1]) and torch.equal(b.lengths, a.lengths)
+    assert a.lengths.dtype == torch.int64
+    for i in (0, 7, torch.tensor(39), -1):
+        ra, rb = a[i], b[i]
+        j = int(i) % 40
+        assert torch.equal(ra["input_ids"], flat_ids[off[j]:off[j + 1]])
+        assert ra["input_ids"].dtype == torch.int64 and ra["assistant_masks"].dtype == torch.bool
+        assert torch.equal(ra["labels"], torch.where(ra["assistant_masks"], ra["input_ids"], -100))
+        assert 0 < int(ra["assistant_masks"].sum()) < ra["input_ids"].numel()
+        for k in ra:
+            assert torch.equal(ra[k], rb[k])
+
+
+def test_dataset_from_cli_tokenize_folder(cli_token_folder):
+    ds = TokenDataset(cli_token_folder)
+    assert len(ds) == 300 and ds.num_tokens == int(ds.lengths.sum())
+    rows = ds.__getitems__([3, 0, 299])
+    for j, i in enumerate([3, 0, 299]):
+        for k, v in ds[i].items():
+            assert torch.equal(rows[j][k], v)
+
+
+def test_max_length_truncates(sample_tokens):
+    ds = TokenDataset(sample_tokens, max_length=100)
+    assert int(ds.lengths.max()) == 100 and ds[0]["input_ids"].numel() == min(100, int(TokenDataset(sample_tokens).lengths[0]))
+
+
+def test_lengths_do_not_touch_tokens(token_folder):
+    # lengths come from the offsets alone: a token set whose token files are gone still has them
+    ds = TokenDataset(token_folder)
+    n = ds.lengths.clone()
+    ds._ids = ds._masks = None  # noqa: SLF001 - prove that lengths never reads the token columns
+    assert torch.equal(ds.lengths, n)
+
+
+def test_padding_free_matches_transformers_flattening(sample_tokens):
+    ds = TokenDataset(sample_tokens)
+    rows = [ds[i] for i in (4, 1, 9)]
+    ours = collate_padding_free(rows)
+    theirs = DataCollatorWithFlattening(return_flash_attn_kwargs=True)(
+        [{"input_ids": r["input_ids"].tolist(), "labels": r["labels"].tolist()} for r in rows], return_tensors="pt")
+    assert set(ours) == set(theirs)
+    for k, v in theirs.items():
+        if isinstance(v, torch.Tensor):
+            assert ours[k].dtype == v.dtype and ours[k].shape == v.shape and torch.equal(ours[k], v), k
+        else:
+            assert ours[k] == v and type(ours[k]) is type(v), k
+    # the fast path over flat rows (what a DataLoader hands over) gives the same batch
+    fast = collate_padding_free(ds.__getitems__([4, 1, 9]))
+    assert all(torch.equal(fast[k], ours[k]) if isinstance(ours[k], torch.Tensor) else fast[k] == ours[k] for k in ours)
+
+
+def test_padding_free_details():
+    b = collate_padding_free([{"input_ids": torch.tensor([7]), "assistant_masks": torch.tensor([True])},
+                              {"input_ids": [1, 2, 3], "assistant_masks": [False, True, True]},
+                              {"input_ids": []}])
+    assert b["input_ids"].tolist() == [[7, 1, 2, 3]]
+    assert b["labels"].tolist() == [[-100, -100, 2, 3]]
+    assert b["position_ids"].tolist() == [[0, 0, 1, 2]]
+    assert b["cu_seq_lens_q"].dtype == torch.int32 and b["cu_seq_lens_k"].tolist() == [0, 1, 4]
+    assert b["max_length_q"] == 3
+
+
+def test_padded_right_and_left():
+    rows = [{"input_ids": [1, 2, 3], "labels": [-100, 2, 3]}, {"input_ids": [4], "labels": [4]}]
+    r = collate_padded(rows, pad_token_id=0, pad_to_multiple_of=4)
+    assert r["input_ids"].tolist() == [[1, 2, 3, 0], [4, 0, 0, 0]]
+    assert r["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]]
+    assert r["labels"].tolist() == [[-100, 2, 3, -100], [4, -100, -100, -100]]
+    left = collate_padded(rows, pad_token_id=9, padding_side="left")
+    assert left["input_ids"].tolist() == [[1, 2, 3], [9, 9, 4]]
+    assert left["labels"].tolist() == [[-100, 2, 3], [-100, -100, 4]]
+
+
+@pytest.mark.parametrize("fn, args, err, match", [
+    (collate_padding_free, ([],), ValueError, "empty"),
+    (collate_padding_free, ([{"ids": [1]}],), ValueError, "'input_ids'"),
+    (collate_padding_free, ([{"input_ids": [1, 2], "labels": [1]}],), ValueError, "labels has 1"),
+    (collate_padding_free, ([{"input_ids": [[1, 2]]}],), ValueError, "1-D"),
+    (collate_padding_free, ([{"input_ids": [1.5]}],), TypeError, "integer"),
+    (collate_padding_free, ({"input_ids": [1]},), TypeError, "list of dicts"),
+    (collate_padding_free, ([{"input_ids": []}],), ValueError, "all empty"),
+    (collate_padded, ([{"input_ids": [1]}], None), ValueError, "pad_token_id"),
+    (collate_padded, ([{"input_ids": [1]}], 0, 0), ValueError, "pad_to_multiple_of"),
+    (collate_padded, ([{"input_ids": [1]}], 0, None, "top"), ValueError, "padding_side"),
+    (collate_padded, ([], 0), ValueError, "empty"),
+])
+def test_collate_bad_input(fn, args, err, match):
+    with pytest.raises(err, match=match):
+        fn(*args)
+
+
+def test_dataset_bad_input(tmp_path, sample_tokenizer):
+    from chatdata import History, TensorDict
+
+    with pytest.raises(FileNotFoundError, match="no such token set"):
+        TokenDataset(tmp_path / "missing")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ValueError, match="not a token set"):
+        TokenDataset(tmp_path / "plain")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "meta.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not a readable token set"):
+        TokenDataset(tmp_path / "bad")
+    TensorDict({"x": torch.zeros(3)}, [3]).memmap(tmp_path / "td")
+    with pytest.raises(TypeError, match="not a token set"):
+        TokenDataset(tmp_path / "td")
+    History.from_chats([[{"role": "user", "content": "hi"}]]).memmap(tmp_path / "hist")
+    with pytest.raises(TypeError, match="History"):
+        TokenDataset(tmp_path / "hist")
+    no_mask = History.from_chats([[{"role": "user", "content": "hi"}]]).apply_chat_template(
+        tokenizer=sample_tokenizer, tokenize=True, return_dict=True)
+    with pytest.raises(ValueError, match="return_assistant_tokens_mask=True"):
+        TokenDataset(no_mask)
+    with pytest.raises(TypeError, match="not a token set"):
+        TokenDataset([1, 2, 3])
+
+
+def test_empty_token_set_and_bad_index(tmp_path, sample_tokens):
+    empty = sample_tokens[:0]
+    with pytest.raises(ValueError, match="holds no sequences"):
+        TokenDataset(empty)
+    empty.memmap(tmp_path / "empty")
+    with pytest.raises(ValueError, match="holds no sequences"):
+        TokenDataset(tmp_path / "empty")
+    ds = TokenDataset(sample_tokens)
+    with pytest.raises(IndexError, match="out of range"):
+        ds[40]
+    with pytest.raises(TypeError, match="0-d integer tensor"):
+        ds[torch.tensor([1, 2])]
+    with pytest.raises(TypeError, match="int"):
+        ds[1.0]
+    with pytest.raises(ValueError, match="max_length"):
+        TokenDataset(sample_tokens, max_length=0)

@@ -28,7 +28,7 @@ def add_parser(sub):
 
     p = sub.add_parser("info", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("ds", help="a dataset folder (made by chatdata import)")
+    p.add_argument("ds", help="a dataset folder (made by chatdata import) or a token set (chatdata tokenize)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the two length histograms into a PNG")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     p.set_defaults(func=run)
@@ -163,6 +163,10 @@ def format_stats(stats: dict, path=None) -> str:
 def run(args) -> int:
     import json
 
+    from .info_tokens import is_token_set, run_token_info
+
+    if is_token_set(args.ds):  # a tokenized folder: lengths, trained share, histogram
+        return run_token_info(args)
     h = load_history(args.ds)
     stats = dataset_stats(h)
     if args.plot:

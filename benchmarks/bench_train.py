@@ -55,7 +55,9 @@ def best(fn, repeat: int):
 
 def trl_dataset(lengths: np.ndarray):
     import pyarrow as pa
-    from datasets import Dataset
+    from datasets import Dataset, disable_progress_bars
+
+    disable_progress_bars()
 
     offsets = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

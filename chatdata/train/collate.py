@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
 from .dataset import IGNORE_INDEX, TokenRows
@@ -60,7 +61,20 @@ def _flat_columns(rows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids.append(x)
         labels.append(y)
     lengths = torch.tensor([t.numel() for t in ids], dtype=torch.int64)
-    return torch.cat(ids), torch.cat(labels), lengths
+    return (torch.from_numpy(np.concatenate([t.numpy() for t in ids])),
+            torch.from_numpy(np.concatenate([t.numpy() for t in labels])), lengths)
+
+
+_RAMP = np.arange(0, dtype=np.int64)
+
+
+def _ramp(n: int) -> np.ndarray:
+    """0, 1, ..., n - 1 (a cached array, grown on demand; slices of it are copied, never written)."""
+    global _RAMP
+    if _RAMP.size < n:
+        _RAMP = np.arange(max(n, 2 * _RAMP.size), dtype=np.int64)
+        _RAMP.flags.writeable = False
+    return _RAMP
 
 
 def collate_padding_free(rows) -> dict:
@@ -74,25 +88,28 @@ def collate_padding_free(rows) -> dict:
         ([0, 3, 5], 3)
     """
     ids, labels, lengths = _flat_columns(rows)  # labels is a fresh tensor: safe to edit in place
-    if len(lengths) == 0:
+    # numpy for the index arithmetic: on small batches torch's thread pool costs more than the work
+    lens = lengths.numpy()
+    if lens.size == 0:
         raise ValueError("cannot collate an empty batch: rows is empty")
-    if bool((lengths == 0).any()):  # an empty sequence holds no token: leave it out of the boundaries
-        lengths = lengths[lengths > 0]
-        if lengths.numel() == 0:
+    if not lens.all():  # an empty sequence holds no token: leave it out of the boundaries
+        lens = lens[lens > 0]
+        if lens.size == 0:
             raise ValueError("cannot collate a batch whose sequences are all empty")
     total = ids.numel()
-    cu = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
-    torch.cumsum(lengths, 0, out=cu[1:])
+    cu = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=cu[1:])
     starts = cu[:-1]
-    labels[starts] = IGNORE_INDEX
-    position_ids = torch.arange(total, dtype=torch.int64)
-    position_ids -= torch.repeat_interleave(starts, lengths, output_size=total)
-    cu32 = cu.to(torch.int32)
-    max_len = int(lengths.max())
+    labels.numpy()[starts] = IGNORE_INDEX
+    ramp = _ramp(int(lens.max()))
+    position_ids = np.concatenate([ramp[:k] for k in lens.tolist()]) if lens.size < 4096 else \
+        np.arange(total, dtype=np.int64) - np.repeat(starts, lens)
+    cu32 = torch.from_numpy(cu.astype(np.int32))
+    max_len = int(lens.max())
     return {
         "input_ids": ids.reshape(1, total),
         "labels": labels.reshape(1, total),
-        "position_ids": position_ids.reshape(1, total),
+        "position_ids": torch.from_numpy(position_ids).reshape(1, total),
         "cu_seq_lens_q": cu32,
         "cu_seq_lens_k": cu32,
         "max_length_q": max_len,

@@ -24,6 +24,14 @@ __all__ = ["TokenDataset", "TokenRows", "IGNORE_INDEX"]
 IGNORE_INDEX = -100  # the label value torch's cross-entropy (and transformers) ignore
 
 
+def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``ids`` where ``mask``, else -100, as a new int64 array (branch-free: (ids + 100) * mask - 100)."""
+    out = ids.astype(np.int64) - IGNORE_INDEX
+    out *= mask
+    out += IGNORE_INDEX
+    return out
+
+
 class TokenRows(Sequence):
     """Rows gathered from a :class:`TokenDataset` in one go, kept as flat columns.
 
@@ -44,12 +52,13 @@ class TokenRows(Sequence):
 
     @property
     def lengths(self) -> torch.Tensor:
-        return self.offsets[1:] - self.offsets[:-1]
+        off = self.offsets.numpy()
+        return torch.from_numpy(off[1:] - off[:-1])
 
     @property
     def labels(self) -> torch.Tensor:
-        """Flat labels: ``input_ids`` with -100 where the assistant mask is 0."""
-        return self.input_ids.masked_fill(~self.assistant_masks, IGNORE_INDEX)
+        """Flat labels: ``input_ids`` with -100 where the assistant mask is 0 (a new tensor)."""
+        return torch.from_numpy(_labels(self.input_ids.numpy(), self.assistant_masks.numpy()))
 
     def __len__(self) -> int:
         return self.offsets.numel() - 1
@@ -132,6 +141,9 @@ class TokenDataset(torch.utils.data.Dataset):
         if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length <= 0):
             raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
         self._ids, self._masks = ids, masks
+        # numpy views of the (memory-mapped) columns: slicing and gathering small batches in numpy
+        # costs microseconds, where torch's intra-op thread pool can cost milliseconds on a busy machine
+        self._ids_np, self._masks_np = ids.numpy(), masks.numpy()
         self.offsets = offsets
         self._starts = offsets[:-1].numpy()
         self._ends = offsets[1:].numpy()
@@ -169,8 +181,8 @@ class TokenDataset(torch.utils.data.Dataset):
     def __getitem__(self, i) -> dict:
         i = self._index(i)
         a, b = int(self._starts[i]), int(self._ends[i])
-        ids = self._ids[a:b].to(torch.int64)
-        mask = self._masks[a:b].to(torch.bool)
+        ids = torch.from_numpy(self._ids_np[a:b].astype(np.int64))
+        mask = torch.from_numpy(self._masks_np[a:b].astype(bool))
         return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
 
     def __getitems__(self, indices) -> TokenRows:
@@ -183,16 +195,16 @@ class TokenDataset(torch.utils.data.Dataset):
         if rows.size and (int(rows.min()) < -n or int(rows.max()) >= n):
             raise IndexError(f"indices out of range for a TokenDataset of {n} sequences")
         rows = rows.astype(np.int64, copy=False) % n
-        starts = torch.from_numpy(self._starts[rows])
-        lens = torch.from_numpy(self._ends[rows]) - starts
-        offsets = torch.zeros(rows.size + 1, dtype=torch.int64)
-        torch.cumsum(lens, 0, out=offsets[1:])
-        total = int(offsets[-1])
-        pos = torch.arange(total, dtype=torch.int64)
-        pos += torch.repeat_interleave(starts - offsets[:-1], lens, output_size=total)
-        ids = self._ids[pos].to(torch.int64)
-        mask = self._masks[pos].to(torch.bool)
-        return TokenRows(ids, mask, offsets)
+        starts, ends = self._starts[rows], self._ends[rows]
+        offsets = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=offsets[1:])
+        pieces = [(a, b) for a, b in zip(starts.tolist(), ends.tolist())]
+        if pieces:
+            ids = np.concatenate([self._ids_np[a:b] for a, b in pieces], dtype=np.int64)
+            mask = np.concatenate([self._masks_np[a:b] for a, b in pieces], dtype=bool, casting="unsafe")  # != 0
+        else:
+            ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets))
 
     def __repr__(self) -> str:
         return f"TokenDataset(sequences={len(self)}, tokens={self.num_tokens}, max_length={self.max_length})"

@@ -58,8 +58,8 @@ def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
     if lengths.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one length per sequence), got shape {tuple(lengths.shape)}")
     lengths = lengths.to(torch.int64)
-    if lengths.numel() and int(lengths.min()) < 0:
-        i = int(torch.argmin(lengths))
+    if lengths.numel() and int(lengths.numpy().min()) < 0:
+        i = int(lengths.numpy().argmin())
         raise ValueError(f"{name}[{i}] is {int(lengths[i])}: a sequence length cannot be negative")
     return lengths
 
@@ -179,8 +179,8 @@ def _place_groups(L: np.ndarray, C: int, best_fit: bool) -> tuple[np.ndarray, in
             cand = np.flatnonzero(cur >= longest)
             if cand.size:
                 r = cur[cand]
-                if best_fit:
-                    o = np.argsort(r, kind="stable")
+                if best_fit:  # rooms fit in 16 bits for usual bin sizes: numpy then radix-sorts them
+                    o = np.argsort(r.astype(np.uint16) if C < 65536 else r, kind="stable")
                     cand, r = cand[o], r[o]
                 cum = np.cumsum(r // longest)
                 placed = min(k, int(cum[-1]))
@@ -246,11 +246,14 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
             first = np.repeat(np.cumsum(pieces) - pieces, pieces)
             start = (np.arange(idx.size) - first) * C
             L = np.minimum(np.repeat(L, pieces) - start, C)
+    # decreasing length, ties in index order (or a seeded random order); C - L fits in 16 bits for
+    # usual bin sizes, and numpy radix-sorts 16-bit keys
+    key = (C - L).astype(np.uint16) if C < 65536 else -L
     if seed is not None:  # random order among equal lengths: a random permutation, then a stable sort
         perm = torch.randperm(L.size, generator=torch.Generator().manual_seed(int(seed))).numpy()
-        order = perm[np.argsort(-L[perm], kind="stable")]
+        order = perm[np.argsort(key[perm], kind="stable")]
     else:
-        order = np.argsort(-L, kind="stable")
+        order = np.argsort(key, kind="stable")
     Ls = L[order]
     positive = int(np.count_nonzero(Ls))
     bin_of, nb = _place_groups(Ls[:positive], C, best_fit=(strategy == "bfd"))

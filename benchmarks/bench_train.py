@@ -133,7 +133,9 @@ def part_loader(args) -> None:
                 n += b["input_ids"].shape[1]
             return n
 
-        flat = ds._ids  # noqa: SLF001 - the floor reads the same mapped column
+        from chatdata.td import load_memmap
+
+        flat = load_memmap(tmp / "tokens").values.get("input_ids")  # the same mapped column
         starts, ends = ds.offsets[:-1].numpy(), ds.offsets[1:].numpy()
         bins = list(sampler)
 

@@ -48,23 +48,16 @@ def token_set_stats(path) -> dict:
         raise CLIError(str(err)) from None
     lengths = ds.lengths
     tokens = int(lengths.sum())
-    trained = int(ds._masks.sum()) if tokens else 0  # noqa: SLF001 - one pass over the mask column
+    per_seq = ds.trained_lengths()
+    trained = int(per_seq.sum())
     s, _ = torch.sort(lengths)
     n = s.numel()
     q = {name: int(s[min(n - 1, int(f * (n - 1) + 0.5))]) for name, f in QUANTILES}
     q["mean"] = float(lengths.double().mean())
     return {"sequences": n, "tokens": tokens, "trained_tokens": trained,
             "trained_fraction": trained / tokens if tokens else 0.0,
-            "sequences_without_trained_tokens": _without_trained(ds), "length_quantiles": q,
+            "sequences_without_trained_tokens": int((per_seq == 0).sum()), "length_quantiles": q,
             "length_histogram": _histogram(lengths), "_lengths": lengths}
-
-
-def _without_trained(ds) -> int:
-    masks = ds._masks  # noqa: SLF001
-    csum = torch.zeros(masks.numel() + 1, dtype=torch.int64)
-    torch.cumsum(masks.to(torch.int64), 0, out=csum[1:])
-    per_seq = csum[ds.offsets[1:]] - csum[ds.offsets[:-1]]
-    return int((per_seq == 0).sum())
 
 
 def format_token_stats(st: dict) -> str:

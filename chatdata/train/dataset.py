@@ -26,7 +26,7 @@ IGNORE_INDEX = -100  # the label value torch's cross-entropy (and transformers) 
 
 def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """``ids`` where ``mask``, else -100, as a new int64 array (branch-free: (ids + 100) * mask - 100)."""
-    out = ids.astype(np.int64) - IGNORE_INDEX
+    out = np.subtract(ids, IGNORE_INDEX, dtype=np.int64)
     out *= mask
     out += IGNORE_INDEX
     return out
@@ -162,6 +162,22 @@ class TokenDataset(torch.utils.data.Dataset):
 
     def __len__(self) -> int:
         return self._starts.size
+
+    def trained_lengths(self) -> torch.Tensor:
+        """Trained (assistant-mask) tokens per sequence, int64: one pass over the mask column only.
+
+        Example: ``ds.trained_lengths().sum() / ds.lengths.sum()`` is the trained share of tokens.
+        """
+        s, e = self._starts, self._ends
+        out = np.zeros(s.size, dtype=np.int64)
+        nonempty = e > s
+        if nonempty.any():
+            idx = np.empty(2 * int(nonempty.sum()), dtype=np.int64)
+            idx[0::2], idx[1::2] = s[nonempty], e[nonempty]
+            if idx[-1] == self._masks_np.size:  # the last segment runs to the end of the column
+                idx = idx[:-1]
+            out[nonempty] = np.add.reduceat(self._masks_np.astype(bool, copy=False), idx, dtype=np.int64)[0::2]
+        return torch.from_numpy(out)
 
     def _index(self, i) -> int:
         if isinstance(i, torch.Tensor):

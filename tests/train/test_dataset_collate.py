@@ -42,12 +42,10 @@ def test_max_length_truncates(sample_tokens):
     assert int(ds.lengths.max()) == 100 and ds[0]["input_ids"].numel() == min(100, int(TokenDataset(sample_tokens).lengths[0]))
 
 
-def test_lengths_do_not_touch_tokens(token_folder):
-    # lengths come from the offsets alone: a token set whose token files are gone still has them
-    ds = TokenDataset(token_folder)
-    n = ds.lengths.clone()
-    ds._ids = ds._masks = None  # noqa: SLF001 - prove that lengths never reads the token columns
-    assert torch.equal(ds.lengths, n)
+def test_trained_lengths(sample_tokens, token_folder):
+    for ds in (TokenDataset(sample_tokens), TokenDataset(token_folder), TokenDataset(token_folder, max_length=50)):
+        expect = torch.tensor([int(ds[i]["assistant_masks"].sum()) for i in range(len(ds))])
+        assert torch.equal(ds.trained_lengths(), expect)
 
 
 def test_padding_free_matches_transformers_flattening(sample_tokens):

@@ -57,7 +57,7 @@ def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
                         "convert with .long() if the values are whole numbers")
     if lengths.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one length per sequence), got shape {tuple(lengths.shape)}")
-    lengths = lengths.to(torch.int64)
+    lengths = lengths.detach().to(device="cpu", dtype=torch.int64).contiguous()
     if lengths.numel() and int(lengths.numpy().min()) < 0:
         i = int(lengths.numpy().argmin())
         raise ValueError(f"{name}[{i}] is {int(lengths[i])}: a sequence length cannot be negative")

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -75,7 +76,7 @@ def _check_max_tokens(max_tokens) -> int:
     return int(max_tokens)
 
 
-class PackingPlan:
+class PackingPlan(Sequence):
     """Bins of sequence indices: ``plan[i]`` is an int64 tensor, ``len(plan)`` the number of bins.
 
     Columns: ``indices`` (flat, bin after bin), ``bin_offsets`` (``len(plan) + 1``), and per entry

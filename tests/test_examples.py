@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+# examples run by a test of their own, which also checks what they show
+OWN_TEST = {"train_sft.py": "tests/train/test_example_train_sft.py"}
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if p.name not in OWN_TEST)
 
 
-def test_there_are_examples():
+def test_there_are_examples_and_each_is_run():
     assert {p.name for p in EXAMPLES} >= {"quickstart.py", "train_loop.py"}
+    for name, test in OWN_TEST.items():
+        assert (ROOT / "examples" / name).is_file() and name in (ROOT / test).read_text()
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)

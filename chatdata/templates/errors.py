@@ -13,3 +13,13 @@ class TemplateError(ValueError):
         ...     print(err)
         no
     """
+
+
+class UnplaceableTurnError(TemplateError):
+    """An assistant turn holds something to learn, but the mask engine cannot find it in the
+    rendered chat. The message names the template, the chat and the message.
+
+    Example:
+        >>> issubclass(UnplaceableTurnError, TemplateError)
+        True
+    """

@@ -1,0 +1,212 @@
+"""What a chat template writes around assistant turns, learned from probe renderings.
+
+A :class:`TemplateProfile` is computed once per template + variables (cached) by rendering a
+few probe conversations whose contents are marker words, and comparing the renderings:
+
+- ``eots``: the *end-of-turn texts*. After the first assistant answer of ``user, assistant,
+  user, assistant`` the template writes ``tail_next`` (up to the next user content); when the
+  conversation stops after that answer it writes ``tail_end``. Their common prefix, cut before
+  any marker that opens something and without trailing whitespace, is what closes an assistant
+  turn whatever follows (``<|im_end|>``, ``<|eot_id|>``, ``</s>``, ``<end_of_turn>``, ...). The
+  first marker after the final answer is added (gpt-oss closes its last turn with
+  ``<|return|>``, the others with ``<|end|>``).
+- ``stops``: for templates whose assistant turns have no end-of-turn text (GLM-4.x, Apertus,
+  RWKV-world, ...), the marker that opens what follows an assistant turn -- the next user turn
+  (``<|user|>``) or a tool reply (``<|observation|>``). The model ends such a turn by emitting
+  that marker, so it is the turn's end.
+- ``header``: the generation prompt, what ``add_generation_prompt=True`` appends after a user
+  turn (``<|im_start|>assistant\\n``). It is never learned.
+
+No template name is ever looked at: everything comes from renderings.
+
+Example:
+    >>> from chatdata.templates import get_chat_template
+    >>> from chatdata.templates.render import Renderer
+    >>> p = template_profile(Renderer(get_chat_template("chatml_format")))
+    >>> p.eots, p.header
+    (('<|im_end|>',), '<|im_start|>assistant\\n')
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from .errors import TemplateError
+from .render import Renderer
+
+MARKER_RE = re.compile(r"<\|[^<>|]{0,64}\|>|<｜[^<>｜]{0,64}｜>|</?[^<>\s]{1,64}>|\[/?[A-Z_]{1,64}\]")
+_FRAGMENT_RE = re.compile(r"(?:<\||<｜|<|\[)[\w~-]*\Z")
+_OPENER_RE = re.compile(r"start|begin", re.IGNORECASE)
+_PROBE = ("Vqzuser0", "Vqzasst0", "Vqzuser1", "Vqzasst1", "Vqztool0")
+_RENDER_ERRORS = (TemplateError, TypeError)
+
+
+def first_marker(text: str, pos: int = 0) -> str:
+    """The special-token-like marker at ``text[pos:]`` after whitespace, or ''.
+
+    Example:
+        >>> first_marker("\\n<|user|>\\nhi")
+        '<|user|>'
+    """
+    i = pos
+    while i < len(text) and text[i].isspace():
+        i += 1
+    m = MARKER_RE.match(text, i)
+    return m.group(0) if m else ""
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the common prefix of ``a`` and ``b``.
+
+    Example:
+        >>> common_prefix_len("abcd", "abxy")
+        2
+    """
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # binary search on slices: C-speed comparisons
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def end_of_turn_text(tail_next: str, tail_end: str) -> str:
+    """End-of-turn text from what follows an assistant message when another turn follows
+    (``tail_next``) and when the conversation ends there (``tail_end``): their common prefix,
+    minus a trailing partial marker, cut before any marker that opens something (``start``,
+    ``begin`` in its name), without trailing whitespace; else the first marker of ``tail_next``
+    when the conversation's end writes one; '' when the template writes nothing after the last
+    turn.
+
+    Example:
+        >>> end_of_turn_text("<|im_end|>\\n<|im_start|>user\\n", "<|im_end|>\\n")
+        '<|im_end|>'
+        >>> end_of_turn_text("<|end|><|start|>user", "<|return|>")
+        '<|end|>'
+        >>> end_of_turn_text("<|user|>", "")
+        ''
+    """
+    cp = _FRAGMENT_RE.sub("", tail_next[: common_prefix_len(tail_next, tail_end)])
+    for m in MARKER_RE.finditer(cp):
+        if _OPENER_RE.search(m.group(0)):
+            cp = cp[: m.start()]
+            break
+    if cp and not cp.strip() and cp == tail_end:
+        return cp  # only whitespace ends a turn, and the conversation (RWKV-world: "\n\n")
+    cp = cp.rstrip()
+    if cp or not tail_end.strip():
+        return cp
+    return first_marker(tail_next)
+
+
+class TemplateProfile:
+    """End-of-turn texts, stop markers and generation header of one template (see module doc)."""
+
+    __slots__ = ("eots", "stops", "header")
+
+    def __init__(self, eots: Sequence[str] = (), stops: Sequence[str] = (), header: str = "") -> None:
+        self.eots = tuple(sorted(set(e for e in eots if e), key=len, reverse=True))
+        self.stops = tuple(sorted(set(s for s in stops if s), key=len, reverse=True))
+        self.header = header
+
+    def __repr__(self) -> str:
+        return f"TemplateProfile(eots={self.eots!r}, stops={self.stops!r}, header={self.header!r})"
+
+
+_PROFILES: dict[tuple, TemplateProfile] = {}
+
+
+def template_profile(renderer: Renderer) -> TemplateProfile:
+    """The :class:`TemplateProfile` of a template with its variables (cached).
+
+    Example:
+        >>> from chatdata.templates import get_chat_template
+        >>> template_profile(Renderer(get_chat_template("llama3"))).eots
+        ('<|eot_id|>',)
+    """
+    key = (renderer.template, repr(sorted((k, repr(v)) for k, v in renderer.variables.items())))
+    prof = _PROFILES.get(key)
+    if prof is None:
+        prof = _PROFILES[key] = _compute_profile(renderer)
+    return prof
+
+
+def _msg(role: str, content: str, **extra) -> dict:
+    return {"role": role, "content": content, **extra}
+
+
+def _try_render(renderer: Renderer, chat: list, agp: bool = False) -> str | None:
+    try:
+        return renderer.render(chat, add_generation_prompt=agp)
+    except _RENDER_ERRORS:
+        return None
+
+
+def _tool_probe(renderer: Renderer) -> tuple[str, str]:
+    """What ends an assistant turn holding only a tool call, from ``user, assistant(tool call)``
+    and the same plus a tool reply: ``(end marker, '')`` when the marker the two renderings
+    share last is followed by an opening header or by no marker; ``('', stop)`` when the tool
+    reply opens with a marker of its own (``<|observation|>``), the turn's stop."""
+    tools = renderer.variables.get("tools") or []
+    name = "probe_tool"
+    if tools and isinstance(tools[0], dict):
+        fn = tools[0].get("function", tools[0])
+        name = fn.get("name", name) if isinstance(fn, dict) else name
+    for args in ({"x": "Vqzarg0"}, '{"x": "Vqzarg0"}'):
+        call = {"id": "call0", "type": "function", "function": {"name": name, "arguments": args}}
+        head = [_msg("user", _PROBE[0]), _msg("assistant", "", tool_calls=[call])]
+        upto = _try_render(renderer, head)
+        full = _try_render(renderer, head + [_msg("tool", _PROBE[4], tool_call_id="call0", name=name)])
+        if upto is not None and full is not None:
+            break
+    else:
+        return "", ""
+    c = common_prefix_len(upto, full)
+    m = _FRAGMENT_RE.search(full, max(0, c - 70), c)
+    c = m.start() if m else c
+    args_at = full.find("Vqzarg0")
+    for m in MARKER_RE.finditer(full, max(0, args_at), c):
+        if _OPENER_RE.search(m.group(0)):  # both go on with a turn opener: cut before it
+            c = m.start()
+            break
+    after = first_marker(full, c)
+    if after and _PROBE[4] not in after and not _OPENER_RE.search(after):
+        return "", after
+    seg = full[:c].rstrip()
+    end = ""
+    for m in MARKER_RE.finditer(seg, max(0, args_at)):
+        end = m.group(0) if m.end() == len(seg) else ""
+    return end, ""
+
+
+def _compute_profile(renderer: Renderer) -> TemplateProfile:
+    u0, a0, u1, a1 = (_msg(r, c) for r, c in zip(("user", "assistant", "user", "assistant"), _PROBE))
+    full = _try_render(renderer, [u0, a0, u1, a1])
+    short = _try_render(renderer, [u0, a0])
+    user_only = _try_render(renderer, [u0])
+    prompt = _try_render(renderer, [u0], agp=True)
+    header = ""
+    if user_only is not None and prompt is not None:
+        header = prompt[common_prefix_len(user_only, prompt):]
+    if full is None or short is None or any(m["content"] not in full for m in (a0, u1, a1)):
+        return TemplateProfile((), (), header)
+    i = full.index(a0["content"]) + len(a0["content"])
+    tail_next = full[i: full.index(u1["content"], i)]
+    tail_end = short[short.index(a0["content"]) + len(a0["content"]):] if a0["content"] in short else ""
+    eots = [end_of_turn_text(tail_next, tail_end)]
+    last = first_marker(full, full.index(a1["content"]) + len(a1["content"]))
+    if last and not eots[0]:
+        pass  # nothing closes a non-final turn: the final marker is not an end of turn either
+    elif last:
+        eots.append(last)
+    stops: list[str] = []
+    tool_end, tool_stop = _tool_probe(renderer)
+    if not any(eots):
+        stops = [first_marker(tail_next), tool_stop]
+    eots.append(tool_end)
+    return TemplateProfile(eots, stops, header)

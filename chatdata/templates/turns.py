@@ -1,0 +1,357 @@
+"""Where each assistant turn sits in a rendered chat: the text the model must learn.
+
+For assistant message ``k`` of a chat rendered as ``text``:
+
+1. **Start** -- after the generation prompt. ``render(messages[:k], add_generation_prompt=True)``
+   is the prompt a model sees before it writes turn ``k``; the turn starts where that prompt
+   stops agreeing with ``text`` (its length when it is a prefix). Whatever the prompt holds --
+   the role header, a ``<think>`` opener some templates add -- is never learned. If that render
+   fails or disagrees with ``text`` before the previous message ends (templates whose system
+   prompt depends on later messages), the start is found after the profile's generation header
+   following the previous message instead.
+2. **End** -- ``render(messages[:k + 1])`` (the conversation stopping after turn ``k``) agrees
+   with ``text`` up to a point ``c`` near the turn's end. The turn ends after the last
+   end-of-turn text (:mod:`.profile`) starting before ``c``; if there is none (the template
+   rendered turn ``k`` differently as a final turn, e.g. with its reasoning), after the first one
+   at or after ``c`` that comes before the next message's text. Templates with no end-of-turn
+   text end the turn with the stop marker that opens the next turn (``<|user|>``,
+   ``<|observation|>``); a final turn of such a template ends where its text ends.
+3. Everything between start and end is learned: reasoning, content and tool calls as the
+   template writes them, and the end of the turn. ``mask_reasoning=False`` leaves the rendered
+   reasoning block (``<think>...</think>`` and its markers) out; ``mask_eot=False`` leaves the
+   end-of-turn text out (content-only masks, as torchrl's History gives).
+
+A turn that holds something to learn but cannot be placed raises :class:`UnplaceableTurnError`.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .errors import TemplateError, UnplaceableTurnError
+from .profile import _FRAGMENT_RE, _OPENER_RE, MARKER_RE, TemplateProfile, common_prefix_len, first_marker
+from .render import Renderer
+
+_RENDER_ERRORS = (TemplateError, TypeError)
+
+
+def _render(renderer: Renderer, chat: list, agp: bool) -> str | None:
+    try:
+        return renderer.render(chat, add_generation_prompt=agp)
+    except _RENDER_ERRORS:
+        return None
+
+
+def _agreement(prefix: str | None, text: str) -> int:
+    """How far ``prefix`` agrees with ``text`` (-1 when it could not be rendered), backed off
+    to before a marker the two only half share (``<|assistant|><think>`` vs ``...|></think>``)."""
+    if prefix is None:
+        return -1
+    if text.startswith(prefix):
+        return len(prefix)
+    n = common_prefix_len(prefix, text)
+    m = _FRAGMENT_RE.search(text, max(0, n - 70), n)
+    return m.start() if m else n
+
+
+def _text_of(message: dict) -> str:
+    """The message's content as templates render it at least: stripped, without a leading
+    ``<think>...</think>`` block (several templates drop it)."""
+    content = message.get("content")
+    if not isinstance(content, str):
+        return ""
+    if "</think>" in content:
+        content = content.split("</think>", 1)[1]
+    return content.strip()
+
+
+def _message_end(text: str, message: dict, pos: int) -> int:
+    """End of ``message``'s content in ``text`` at or after ``pos``, or ``pos`` if not found."""
+    body = _text_of(message)
+    if not body:
+        return pos
+    j = text.find(body, pos)
+    return j + len(body) if j >= 0 else pos
+
+
+def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
+    """Where the next non-assistant message's content starts (``len(text)`` if none found)."""
+    for m in chat[k + 1:]:
+        if m.get("role") == "assistant":
+            continue
+        body = _text_of(m)
+        if body:
+            j = text.find(body, pos)
+            if j >= 0:
+                return j
+        return len(text)
+    return len(text)
+
+
+def _start(renderer: Renderer, chat: list, k: int, text: str, profile: TemplateProfile, floor: int) -> int | None:
+    prompt = _render(renderer, chat[:k], True)
+    s = _agreement(prompt, text)
+    if prompt is not None and s == len(prompt) and s >= floor:
+        return s
+    if k and chat[k - 1].get("role") != "assistant":
+        body = _text_of(chat[k - 1])
+        floor = _message_end(text, chat[k - 1], floor)
+        if s >= floor:
+            return _skip_to_rest(text, s, prompt[s:], _next_bound(text, chat, k - 1, s))
+        if body and prompt is not None and body in prompt:
+            # the prompt renders earlier text differently (a system prompt moved into the last
+            # user turn): match what it writes after the previous message instead
+            tail = prompt[prompt.rindex(body) + len(body):]
+            if tail.strip() and text.startswith(tail, floor):
+                return floor + len(tail)
+    elif s >= floor:
+        return _skip_to_rest(text, s, prompt[s:] if prompt else "", len(text))
+    header = profile.header
+    for h in (header, header.strip()):
+        if h:
+            j = text.find(h, floor)
+            if j >= 0:
+                return j + len(h)
+    return None
+
+
+def _only_markup(text: str, a: int, b: int) -> bool:
+    return not MARKER_RE.sub("", text[a:b]).strip()
+
+
+def _skip_to_rest(text: str, s: int, rest: str, bound: int) -> int:
+    """The prompt stopped agreeing with the text at ``s``; if the rest of the prompt (the
+    generation header) follows after nothing but markup (a closing marker the template writes
+    only when a turn follows), the turn starts after it."""
+    if rest.strip():
+        j = text.find(rest, s, bound)
+        if j >= 0 and _only_markup(text, s, j):
+            return j + len(rest)
+    return s
+
+
+def _last_eot(text: str, eots: Sequence[str], lo: int, hi: int) -> tuple[int, int] | None:
+    """(start, end) of the end-of-turn text starting last in ``text[lo:hi]`` (may end after hi)."""
+    best = None
+    for eot in eots:  # longest first: on equal starts the longest wins
+        j = text.rfind(eot, lo, min(len(text), hi + len(eot) - 1))
+        if j >= 0 and (best is None or j > best[0]):
+            best = (j, j + len(eot))
+    return best
+
+
+def _first_eot(text: str, eots: Sequence[str], lo: int, hi: int) -> tuple[int, int] | None:
+    best = None
+    for eot in eots:
+        j = text.find(eot, lo, hi)
+        if j >= 0 and (best is None or j < best[0]):
+            best = (j, j + len(eot))
+    return best
+
+
+def _end(renderer: Renderer, chat: list, k: int, text: str, s: int, profile: TemplateProfile,
+         ) -> tuple[int, int]:
+    """(end of the turn, start of its end-of-turn text)."""
+    c = max(_agreement(_render(renderer, chat[: k + 1], False), text), s)
+    bound = _next_bound(text, chat, k, s)
+    owned = _owned_end(text, chat[k], s, bound)
+    c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
+    if profile.eots:
+        hit = _last_eot(text, profile.eots, s, c)
+        if hit is None:
+            hit = _first_eot(text, profile.eots, c, bound)
+        if hit is not None:
+            return hit[1], hit[0]
+    if owned > c or bound < len(text):
+        # the turn goes on after the point the conversation-final rendering stopped agreeing:
+        # it ends where the next turn opens
+        c = _first_opener(text, max(c, owned), bound, max(c, owned))
+    c = _trim_openers(text, s, c, chat[k])
+    if k + 1 < len(chat):
+        stop = first_marker(text, c)
+        if stop and stop in profile.stops:
+            return text.index(stop, c) + len(stop), c
+    return c, c
+
+
+def _trim_openers(text: str, s: int, c: int, message: dict) -> int:
+    """``c`` moved back over trailing whitespace and markers that open the next turn."""
+    while True:
+        while c > s and text[c - 1].isspace() and not _content_ends_with_space(message):
+            c -= 1
+        m = None
+        for m in MARKER_RE.finditer(text, max(s, c - 80), c):
+            pass
+        if m is None or m.end() != c or not _OPENER_RE.search(m.group(0)) or m.start() < s:
+            return c
+        c = m.start()
+
+
+def _first_opener(text: str, lo: int, hi: int, default: int) -> int:
+    """Start of the first marker in ``text[lo:hi]`` that opens something (``<|start|>``,
+    ``<|begin_tool_result|>``), else ``default``."""
+    for m in MARKER_RE.finditer(text, lo, hi):
+        if _OPENER_RE.search(m.group(0)):
+            return m.start()
+    return default
+
+
+def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
+    """The furthest end, in ``text[s:bound]``, of the message's content, reasoning and tool-call
+    argument values (``s`` if none is found)."""
+    pieces = [_text_of(message)] + _reasoning_texts(message)
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function", call) if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, dict):
+            pieces += [v for v in args.values() if isinstance(v, str)]
+        elif isinstance(args, str):
+            pieces.append(args)
+    end = s
+    for p in pieces:
+        if p:
+            j = text.rfind(p, s, bound)
+            if j >= 0:
+                end = max(end, j + len(p))
+    return end
+
+
+def _content_ends_with_space(message: dict) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and content[-1:].isspace()
+
+
+def _marker_before(text: str, i: int, lo: int) -> int:
+    """Start of a marker ending exactly at ``i`` (after skipping whitespace back), else ``i``."""
+    j = i
+    while j > lo and text[j - 1].isspace():
+        j -= 1
+    for m in MARKER_RE.finditer(text, max(lo, j - 80), j):
+        if m.end() == j:
+            return m.start()
+    return i
+
+
+def _marker_after(text: str, i: int, hi: int) -> int:
+    """End of the marker (and whitespace) right after ``i``, else ``i``."""
+    m = MARKER_RE.match(text, i + len(text[i:hi]) - len(text[i:hi].lstrip()))
+    if m is None or m.end() > hi:
+        return i
+    j = m.end()
+    while j < hi and text[j].isspace():
+        j += 1
+    return j
+
+
+def _reasoning_texts(message: dict) -> list[str]:
+    out = []
+    r = message.get("reasoning_content")
+    if isinstance(r, str) and r.strip():
+        out.append(r.strip())
+    content = message.get("content")
+    if isinstance(content, str) and "</think>" in content:
+        inner = content.split("</think>", 1)[0].split("<think>", 1)[-1].strip()
+        if inner:
+            out.append(inner)
+    return out
+
+
+def _without_reasoning(text: str, s: int, e: int, message: dict) -> list[tuple[int, int]]:
+    """``[(s, e)]`` with the rendered reasoning block (markers included) cut out."""
+    pieces = [(s, e)]
+    for body in _reasoning_texts(message):
+        for n, (a, b) in enumerate(pieces):
+            j = text.find(body, a, b)
+            if j < 0:
+                continue
+            lo = _marker_before(text, j, a)
+            if not text[a:lo].strip():
+                lo = a
+            hi = _marker_after(text, j + len(body), b)
+            pieces[n: n + 1] = [p for p in ((a, lo), (hi, b)) if p[1] > p[0]]
+            break
+    return pieces
+
+
+def _has_work(message: dict) -> bool:
+    return bool(_text_of(message) or message.get("tool_calls") or _reasoning_texts(message))
+
+
+def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfile, *,
+               mask_reasoning: bool = True, mask_eot: bool = True, continued: bool = False,
+               where: Any = None) -> list[tuple[int, int]]:
+    """Character spans to learn of every assistant turn of one rendered, normalised chat.
+
+    ``continued``: the text was rendered with ``continue_final_message`` (the final turn is
+    open: it is learned up to where the text stops). ``where`` names the template and chat in
+    errors: a callable ``(message_index, reason) -> str``.
+
+    Example:
+        >>> from chatdata.templates import get_chat_template
+        >>> from chatdata.templates.profile import template_profile
+        >>> r = Renderer(get_chat_template("chatml_format"))
+        >>> chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+        >>> text = r.render(chat)
+        >>> [text[s:e] for s, e in turn_spans(r, chat, text, template_profile(r))]
+        ['yo<|im_end|>']
+    """
+    turns = []  # (k, start, end, end-of-turn start)
+    floor = 0
+    last = len(chat) - 1
+    for k, message in enumerate(chat):
+        if message.get("role") != "assistant":
+            continue
+        s = _start(renderer, chat, k, text, profile, floor)
+        if s is None:
+            if _has_work(message):
+                raise UnplaceableTurnError(_describe(where, k, "its start (the generation prompt) is not in the rendering"))
+            continue
+        if continued and k == last:
+            e = eot = len(text)
+        else:
+            e, eot = _end(renderer, chat, k, text, s, profile)
+        if e <= s:
+            if _has_work(message):
+                raise UnplaceableTurnError(_describe(where, k, "the template renders nothing of it"))
+            continue
+        turns.append((k, s, e, eot))
+        floor = max(floor, e)
+    spans: list[tuple[int, int]] = []
+    for n, (k, s, e, eot) in enumerate(turns):
+        message = chat[k]
+        limit = turns[n + 1][1] if n + 1 < len(turns) else len(text)
+        if not mask_eot:
+            e = eot
+            while e > s and text[e - 1].isspace() and not _content_ends_with_space(message):
+                e -= 1
+        pieces = [(s, e)] if mask_reasoning else _without_reasoning(text, s, e, message)
+        pieces += _stray_pieces(text, message, s, e, limit, profile, mask_eot)
+        spans.extend(p for p in pieces if p[1] > p[0])
+    return spans
+
+
+def _stray_pieces(text: str, message: dict, s: int, e: int, limit: int, profile: TemplateProfile,
+                  mask_eot: bool) -> list[tuple[int, int]]:
+    """The message's content when the template writes it outside its turn, later, before the
+    next assistant turn (Gemma-4 writes a tool-calling turn's text after the tool's reply)."""
+    body = _text_of(message)
+    if not body or text.find(body, s, e) >= 0:
+        return []
+    j = text.find(body, e, limit)
+    if j < 0:
+        return []
+    end = j + len(body)
+    if mask_eot:
+        k = end
+        while k < limit and text[k].isspace():
+            k += 1
+        for eot in profile.eots:
+            if text.startswith(eot, k):
+                end = k + len(eot)
+                break
+    return [(j, end)]
+
+
+def _describe(where: Any, k: int, reason: str) -> str:
+    if callable(where):
+        return where(k, reason)
+    return f"cannot place assistant message {k}: {reason}"

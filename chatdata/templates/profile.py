@@ -192,7 +192,9 @@ def _compute_profile(renderer: Renderer) -> TemplateProfile:
     prompt = _try_render(renderer, [u0], agp=True)
     header = ""
     if user_only is not None and prompt is not None:
-        header = prompt[common_prefix_len(user_only, prompt):]
+        n = common_prefix_len(user_only, prompt)
+        m = _FRAGMENT_RE.search(prompt, max(0, n - 70), n)
+        header = prompt[m.start() if m else n:]
     if full is None or short is None or any(m["content"] not in full for m in (a0, u1, a1)):
         return TemplateProfile((), (), header)
     i = full.index(a0["content"]) + len(a0["content"])

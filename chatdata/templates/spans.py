@@ -27,7 +27,7 @@ from .errors import TemplateError
 from .jinja_env import has_generation_tags
 from .profile import TemplateProfile, end_of_turn_text, template_profile
 from .render import Renderer, _check_chats, prepare_chat
-from .turns import turn_spans
+from .turns import tagged_spans_with_options, turn_spans
 
 __all__ = ["render_chats_with_spans", "assistant_spans", "template_profile", "end_of_turn_text",
            "TemplateProfile", "template_label"]
@@ -91,6 +91,10 @@ def render_chats_with_spans(
         chat = prepare_chat(chat)
         if tagged:
             text, sp = renderer.render(chat, track=True, continue_final_message=continue_final_message)
+            sp = [(a, min(b, len(text))) for a, b in sp if a < len(text)]  # cut by continue_final_message
+            if not (mask_eot and mask_reasoning):
+                sp = tagged_spans_with_options(text, sp, chat, template_profile(renderer),
+                                               mask_reasoning=mask_reasoning, mask_eot=mask_eot)
         else:
             text = renderer.render(chat, continue_final_message=continue_final_message)
 

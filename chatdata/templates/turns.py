@@ -130,13 +130,28 @@ def _skip_to_rest(text: str, s: int, rest: str, bound: int) -> int:
 
 
 def _last_eot(text: str, eots: Sequence[str], lo: int, hi: int) -> tuple[int, int] | None:
-    """(start, end) of the end-of-turn text starting last in ``text[lo:hi]`` (may end after hi)."""
+    """(start, end) of the end-of-turn text starting last in ``text[lo:hi]`` (may end after hi),
+    with end-of-turn texts right before it joined (``<|end|>\n</s>``)."""
     best = None
     for eot in eots:  # longest first: on equal starts the longest wins
         j = text.rfind(eot, lo, min(len(text), hi + len(eot) - 1))
         if j >= 0 and (best is None or j > best[0]):
             best = (j, j + len(eot))
-    return best
+    return best and (_join_back(text, eots, lo, best[0]), best[1])
+
+
+def _join_back(text: str, eots: Sequence[str], lo: int, j: int) -> int:
+    """Start of the run of end-of-turn texts (and whitespace between them) ending at ``j``."""
+    while True:
+        i = j
+        while i > lo and text[i - 1].isspace():
+            i -= 1
+        for eot in eots:
+            if eot.strip() and i - len(eot) >= lo and text.startswith(eot, i - len(eot)):
+                j = i - len(eot)
+                break
+        else:
+            return j
 
 
 def _first_eot(text: str, eots: Sequence[str], lo: int, hi: int) -> tuple[int, int] | None:
@@ -161,16 +176,18 @@ def _end(renderer: Renderer, chat: list, k: int, text: str, s: int, profile: Tem
             hit = _first_eot(text, profile.eots, c, bound)
         if hit is not None:
             return hit[1], hit[0]
+    said = _trim_openers(text, s, max(c, owned), chat[k])  # the end of what the turn says
     if owned > c or bound < len(text):
         # the turn goes on after the point the conversation-final rendering stopped agreeing:
         # it ends where the next turn opens
         c = _first_opener(text, max(c, owned), bound, max(c, owned))
     c = _trim_openers(text, s, c, chat[k])
+    said = min(said, c)
     if k + 1 < len(chat):
         stop = first_marker(text, c)
         if stop and stop in profile.stops:
-            return text.index(stop, c) + len(stop), c
-    return c, c
+            return text.index(stop, c) + len(stop), said
+    return c, said
 
 
 def _trim_openers(text: str, s: int, c: int, message: dict) -> int:
@@ -355,3 +372,31 @@ def _describe(where: Any, k: int, reason: str) -> str:
     if callable(where):
         return where(k, reason)
     return f"cannot place assistant message {k}: {reason}"
+
+
+def tagged_spans_with_options(text: str, spans: Sequence[tuple[int, int]], chat: list, profile: TemplateProfile,
+                              *, mask_reasoning: bool = True, mask_eot: bool = True) -> list[tuple[int, int]]:
+    """``{% generation %}`` spans with the options applied: ``mask_eot=False`` drops the
+    end-of-turn texts a span ends with, ``mask_reasoning=False`` cuts the reasoning of any
+    assistant message found in a span.
+
+    Example:
+        >>> tagged_spans_with_options("a<|im_end|>", [(0, 11)], [], TemplateProfile(["<|im_end|>"]), mask_eot=False)
+        [(0, 1)]
+    """
+    out: list[tuple[int, int]] = []
+    assistants = [m for m in chat if m.get("role") == "assistant"]
+    for s, e in spans:
+        if not mask_eot:
+            hit = _last_eot(text, profile.eots, s, e) if profile.eots else None
+            if hit is not None and not text[hit[1]:e].strip():
+                e = hit[0]
+        pieces = [(s, e)]
+        if not mask_reasoning:
+            for m in assistants:
+                cut = []
+                for a, b in pieces:
+                    cut += _without_reasoning(text, a, b, m)
+                pieces = cut
+        out += [p for p in pieces if p[1] > p[0]]
+    return out

@@ -6,6 +6,8 @@ never.
 """
 from __future__ import annotations
 
+import json
+
 WEATHER = {
     "type": "function",
     "function": {
@@ -69,5 +71,8 @@ def owned_pieces(message: dict) -> dict:
         reasoning.append(head.replace("<think>", "").strip())
     if message.get("reasoning_content"):
         reasoning.append(message["reasoning_content"].strip())
-    args = [c["function"]["arguments"]["city"] for c in message.get("tool_calls", [])]
+    args = []
+    for call in message.get("tool_calls", []):
+        a = call["function"]["arguments"]
+        args.append((json.loads(a) if isinstance(a, str) else a)["city"])
     return {"content": content.strip(), "reasoning": reasoning, "args": args}

@@ -59,9 +59,13 @@ def apply_chat_template(
     return_assistant_tokens_mask: bool = False,
     tools: Any = None,
     documents: Any = None,
+    mask_reasoning: bool = True,
+    mask_eot: bool = True,
     **template_kwargs: Any,
 ):
-    """See :meth:`chatdata.History.apply_chat_template`."""
+    """See :meth:`chatdata.History.apply_chat_template`. With ``return_assistant_tokens_mask``,
+    ``mask_reasoning=False`` leaves rendered reasoning untrained and ``mask_eot=False`` the end of
+    each turn (content-only masks, as torchrl's History gives)."""
     from ..templates import render_chats, render_chats_with_spans, resolve_chat_template, tokenize_chats
 
     chats, single = _chats_of(history)
@@ -80,9 +84,8 @@ def apply_chat_template(
     if return_tensors not in (None, "pt"):
         raise ValueError(f"return_tensors must be None or 'pt' (torch tensors), got {return_tensors!r}")
     if return_assistant_tokens_mask:
-        if continue_final_message:
-            raise NotImplementedError("return_assistant_tokens_mask with continue_final_message is not supported")
-        texts, spans = render_chats_with_spans(chats, template, **common)
+        texts, spans = render_chats_with_spans(chats, template, continue_final_message=continue_final_message,
+                                               mask_reasoning=mask_reasoning, mask_eot=mask_eot, **common)
     else:
         texts = render_chats(chats, template, continue_final_message=continue_final_message, **common)
         spans = None

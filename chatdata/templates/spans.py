@@ -80,6 +80,9 @@ def render_chats_with_spans(
         ['yo']
     """
     _check_chats(chats)
+    for opt, val in (("mask_reasoning", mask_reasoning), ("mask_eot", mask_eot)):
+        if not isinstance(val, bool):
+            raise TypeError(f"{opt} must be True or False, got {val!r}")
     if continue_final_message and add_generation_prompt:
         raise TemplateError("continue_final_message and add_generation_prompt are not compatible")
     renderer = Renderer(template, tools=tools, documents=documents, tokenizer=tokenizer,

@@ -27,6 +27,7 @@ from .errors import TemplateError
 from .jinja_env import has_generation_tags
 from .profile import TemplateProfile, end_of_turn_text, template_profile
 from .render import Renderer, _check_chats, prepare_chat
+from .fast_turns import bounds_for, fast_path_ok
 from .turns import tagged_spans_with_options, turn_spans
 
 __all__ = ["render_chats_with_spans", "assistant_spans", "template_profile", "end_of_turn_text",
@@ -89,6 +90,7 @@ def render_chats_with_spans(
                         add_generation_prompt=add_generation_prompt, **template_kwargs)
     tagged = has_generation_tags(template)
     profile = None if tagged else template_profile(renderer)
+    fast = not tagged and fast_path_ok(renderer, profile)
     texts, spans = [], []
     for i, chat in enumerate(chats):
         chat = prepare_chat(chat)
@@ -106,8 +108,10 @@ def render_chats_with_spans(
                         f"the turn to learn: {reason}. Check that this template renders this message, or "
                         f"mask it yourself with {{% generation %}} blocks")
 
+            bounds = bounds_for(renderer, chat, text, profile, continued=bool(continue_final_message), where=where,
+                                fast=fast)
             sp = turn_spans(renderer, chat, text, profile, mask_reasoning=mask_reasoning, mask_eot=mask_eot,
-                            continued=bool(continue_final_message), where=where)
+                            bounds=bounds)
         texts.append(text)
         spans.append(sp)
     return texts, spans

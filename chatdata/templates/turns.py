@@ -34,11 +34,23 @@ from .render import Renderer
 _RENDER_ERRORS = (TemplateError, TypeError)
 
 
-def _render(renderer: Renderer, chat: list, agp: bool) -> str | None:
-    try:
-        return renderer.render(chat, add_generation_prompt=agp)
-    except _RENDER_ERRORS:
-        return None
+class _Prefixes:
+    """Renderings of the chat's first ``n`` messages, each done once (None if the template
+    raises on that prefix)."""
+
+    __slots__ = ("renderer", "chat", "memo")
+
+    def __init__(self, renderer: Renderer, chat: list) -> None:
+        self.renderer, self.chat, self.memo = renderer, chat, {}
+
+    def __call__(self, n: int, agp: bool) -> str | None:
+        key = (n, agp)
+        if key not in self.memo:
+            try:
+                self.memo[key] = self.renderer.render(self.chat[:n], add_generation_prompt=agp)
+            except _RENDER_ERRORS:
+                self.memo[key] = None
+        return self.memo[key]
 
 
 def _agreement(prefix: str | None, text: str) -> int:
@@ -74,21 +86,32 @@ def _message_end(text: str, message: dict, pos: int) -> int:
 
 
 def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
-    """Where the next non-assistant message's content starts (``len(text)`` if none found)."""
-    for m in chat[k + 1:]:
-        if m.get("role") == "assistant":
+    """Where the next non-assistant message's content starts (``len(text)`` if none found),
+    skipping occurrences inside message ``k``'s own words (a tool reply may repeat the call's
+    arguments)."""
+    own = [p for p in _owned_pieces(chat[k]) if p] if chat[k].get("role") == "assistant" else []
+    for j in range(k + 1, len(chat)):
+        if chat[j].get("role") == "assistant":
             continue
-        body = _text_of(m)
-        if body:
-            j = text.find(body, pos)
-            if j >= 0:
-                return j
-        return len(text)
+        body = _text_of(chat[j])
+        i = text.find(body, pos) if body else -1
+        while i >= 0 and any(_covers(text, p, i, len(body)) for p in own):
+            i = text.find(body, i + 1)
+        return i if i >= 0 else len(text)
     return len(text)
 
 
-def _start(renderer: Renderer, chat: list, k: int, text: str, profile: TemplateProfile, floor: int) -> int | None:
-    prompt = _render(renderer, chat[:k], True)
+def _covers(text: str, piece: str, i: int, n: int) -> bool:
+    """Whether an occurrence of ``piece`` covers ``text[i:i + n]``."""
+    if len(piece) < n:
+        return False
+    a = text.find(piece, max(0, i + n - len(piece)), i + len(piece))
+    return 0 <= a <= i
+
+
+def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: int) -> int | None:
+    chat = pre.chat
+    prompt = pre(k, True)
     s = _agreement(prompt, text)
     if prompt is not None and s == len(prompt) and s >= floor:
         return s
@@ -163,10 +186,10 @@ def _first_eot(text: str, eots: Sequence[str], lo: int, hi: int) -> tuple[int, i
     return best
 
 
-def _end(renderer: Renderer, chat: list, k: int, text: str, s: int, profile: TemplateProfile,
-         ) -> tuple[int, int]:
+def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) -> tuple[int, int]:
     """(end of the turn, start of its end-of-turn text)."""
-    c = max(_agreement(_render(renderer, chat[: k + 1], False), text), s)
+    chat = pre.chat
+    c = max(_agreement(pre(k + 1, False), text), s)
     bound = _next_bound(text, chat, k, s)
     owned = _owned_end(text, chat[k], s, bound)
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
@@ -212,9 +235,8 @@ def _first_opener(text: str, lo: int, hi: int, default: int) -> int:
     return default
 
 
-def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
-    """The furthest end, in ``text[s:bound]``, of the message's content, reasoning and tool-call
-    argument values (``s`` if none is found)."""
+def _owned_pieces(message: dict) -> list[str]:
+    """The message's content, reasoning and tool-call argument values."""
     pieces = [_text_of(message)] + _reasoning_texts(message)
     for call in message.get("tool_calls") or ():
         fn = call.get("function", call) if isinstance(call, dict) else None
@@ -223,18 +245,19 @@ def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
             pieces += [v for v in args.values() if isinstance(v, str)]
         elif isinstance(args, str):
             pieces.append(args)
+    return pieces
+
+
+def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
+    """The furthest end, in ``text[s:bound]``, of the message's content, reasoning and tool-call
+    argument values (``s`` if none is found)."""
     end = s
-    for p in pieces:
+    for p in _owned_pieces(message):
         if p:
             j = text.rfind(p, s, bound)
             if j >= 0:
                 end = max(end, j + len(p))
     return end
-
-
-def _content_ends_with_space(message: dict) -> bool:
-    content = message.get("content")
-    return isinstance(content, str) and content[-1:].isspace()
 
 
 def _marker_before(text: str, i: int, lo: int) -> int:
@@ -295,12 +318,13 @@ def _has_work(message: dict) -> bool:
 
 def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfile, *,
                mask_reasoning: bool = True, mask_eot: bool = True, continued: bool = False,
-               where: Any = None) -> list[tuple[int, int]]:
+               where: Any = None, bounds: list | None = None) -> list[tuple[int, int]]:
     """Character spans to learn of every assistant turn of one rendered, normalised chat.
 
     ``continued``: the text was rendered with ``continue_final_message`` (the final turn is
     open: it is learned up to where the text stops). ``where`` names the template and chat in
-    errors: a callable ``(message_index, reason) -> str``.
+    errors: a callable ``(message_index, reason) -> str``. ``bounds``: turns already placed
+    (see :func:`turn_bounds`).
 
     Example:
         >>> from chatdata.templates import get_chat_template
@@ -311,31 +335,12 @@ def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfi
         >>> [text[s:e] for s, e in turn_spans(r, chat, text, template_profile(r))]
         ['yo<|im_end|>']
     """
-    turns = []  # (k, start, end, end-of-turn start)
-    floor = 0
-    last = len(chat) - 1
-    for k, message in enumerate(chat):
-        if message.get("role") != "assistant":
-            continue
-        s = _start(renderer, chat, k, text, profile, floor)
-        if s is None:
-            if _has_work(message):
-                raise UnplaceableTurnError(_describe(where, k, "its start (the generation prompt) is not in the rendering"))
-            continue
-        if continued and k == last:
-            e = eot = len(text)
-        else:
-            e, eot = _end(renderer, chat, k, text, s, profile)
-        if e <= s:
-            if _has_work(message):
-                raise UnplaceableTurnError(_describe(where, k, "the template renders nothing of it"))
-            continue
-        turns.append((k, s, e, eot))
-        floor = max(floor, e)
+    if bounds is None:
+        bounds = turn_bounds(renderer, chat, text, profile, continued=continued, where=where)
     spans: list[tuple[int, int]] = []
-    for n, (k, s, e, eot) in enumerate(turns):
+    for n, (k, s, e, eot) in enumerate(bounds):
         message = chat[k]
-        limit = turns[n + 1][1] if n + 1 < len(turns) else len(text)
+        limit = bounds[n + 1][1] if n + 1 < len(bounds) else len(text)
         if not mask_eot:
             e = eot
             while e > s and text[e - 1].isspace() and not _content_ends_with_space(message):
@@ -344,6 +349,44 @@ def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfi
         pieces += _stray_pieces(text, message, s, e, limit, profile, mask_eot)
         spans.extend(p for p in pieces if p[1] > p[0])
     return spans
+
+
+def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProfile, *,
+                continued: bool = False, where: Any = None) -> list[tuple[int, int, int, int]]:
+    """``(message index, start, end, end-of-turn start)`` of every assistant turn, placed with
+    prefix renderings (see the module docstring).
+
+    Example:
+        >>> from chatdata.templates import get_chat_template
+        >>> from chatdata.templates.profile import template_profile
+        >>> r = Renderer(get_chat_template("chatml_format"))
+        >>> chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+        >>> turn_bounds(r, chat, r.render(chat), template_profile(r))
+        [(1, 52, 64, 54)]
+    """
+    pre = _Prefixes(renderer, chat)
+    turns = []
+    floor = 0
+    last = len(chat) - 1
+    for k, message in enumerate(chat):
+        if message.get("role") != "assistant":
+            continue
+        s = _start(pre, k, text, profile, floor)
+        if s is None:
+            if _has_work(message):
+                raise UnplaceableTurnError(_describe(where, k, "its start (the generation prompt) is not in the rendering"))
+            continue
+        if continued and k == last:
+            e = eot = len(text)
+        else:
+            e, eot = _end(pre, k, text, s, profile)
+        if e <= s:
+            if _has_work(message):
+                raise UnplaceableTurnError(_describe(where, k, "the template renders nothing of it"))
+            continue
+        turns.append((k, s, e, eot))
+        floor = max(floor, e)
+    return turns
 
 
 def _stray_pieces(text: str, message: dict, s: int, e: int, limit: int, profile: TemplateProfile,
@@ -400,3 +443,8 @@ def tagged_spans_with_options(text: str, spans: Sequence[tuple[int, int]], chat:
                 pieces = cut
         out += [p for p in pieces if p[1] > p[0]]
     return out
+
+
+def _content_ends_with_space(message: dict) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and content[-1:].isspace()

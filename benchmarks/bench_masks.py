@@ -1,0 +1,109 @@
+#!/usr/bin/env python
+"""Tokens + assistant masks on tool-calling and reasoning chats, against the bare batch encode (issue 10).
+
+    python benchmarks/bench_masks.py [--n 1000] [--repeat 5] [--template PATH]
+
+The chats come from ``make_conversations(n, seed=0)`` turned agentic: assistant turns carry
+``reasoning_content``, inline ``<think>`` blocks, or tool calls (a turn with only a tool call,
+then the tool's reply, then an answer). They are rendered with Qwen3's template (which renders
+reasoning, tool calls and ``tools=``) and the Qwen2.5 tokenizer. In one run, the two sides
+alternated, best of ``--repeat``:
+
+- floor: ``tokenizer(texts, add_special_tokens=False)`` on the already rendered strings;
+- ours: ``History.apply_chat_template(tokenize=True, return_assistant_tokens_mask=True)``
+  (render + spans of every turn + encode + masks; target <= 1.15x the floor);
+- also ours with ``mask_reasoning=False, mask_eot=False`` (content-only masks).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_chat_template import best, paired, qwen_tokenizer  # noqa: E402
+from benchmarks.synthetic import make_conversations  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {
+    "name": "search", "description": "Search the web.",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+
+
+def agentic(chats):
+    """Tool-calling + reasoning versions of plain chats (deterministic)."""
+    out = []
+    for i, chat in enumerate(chats):
+        new, n = [], 0
+        for m in chat:
+            if m["role"] != "assistant":
+                new.append(m)
+                continue
+            words = m["content"].split(" ")
+            half = max(1, len(words) // 2)
+            head, tail = " ".join(words[:half]), " ".join(words[half:]) or "done"
+            kind = (i + n) % 3
+            n += 1
+            if kind == 0:
+                new.append({"role": "assistant", "content": tail, "reasoning_content": head})
+            elif kind == 1:
+                new.append({"role": "assistant", "content": f"<think>\n{head}\n</think>\n\n{tail}"})
+            else:
+                cid = f"call{i}x{n}"
+                new.append({"role": "assistant", "content": "", "reasoning_content": head[:200],
+                            "tool_calls": [{"id": cid, "type": "function",
+                                            "function": {"name": "search", "arguments": {"query": head[:80]}}}]})
+                new.append({"role": "tool", "tool_call_id": cid, "content": head})
+                new.append({"role": "assistant", "content": tail})
+        out.append(new)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--tokenizer", default=None)
+    ap.add_argument("--template", default=str(ROOT / "tests" / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja"))
+    args = ap.parse_args()
+
+    from chatdata import History
+    from chatdata.templates import render_chats
+
+    tok = qwen_tokenizer(args.tokenizer)
+    template = Path(args.template).read_text(encoding="utf-8")
+    chats = agentic(make_conversations(args.n, seed=0))
+    history = History.from_chats(chats)
+    texts = render_chats(chats, template, tools=TOOLS, tokenizer=tok)
+    kw = dict(tokenizer=tok, chat_template=template, tools=TOOLS, add_generation_prompt=False, tokenize=True,
+              return_dict=True, return_assistant_tokens_mask=True)
+
+    t_enc, enc, t_ours, out = paired(lambda: tok(texts, add_special_tokens=False),
+                                     lambda: history.apply_chat_template(**kw), args.repeat)
+    n_tokens = sum(len(x) for x in enc["input_ids"])
+    assert out.values["input_ids"].numel() == n_tokens, "token counts differ from the bare encode"
+    t_enc2, _, t_plain, out2 = paired(lambda: tok(texts, add_special_tokens=False),
+                                      lambda: history.apply_chat_template(mask_reasoning=False, mask_eot=False, **kw),
+                                      args.repeat)
+    t_render, _ = best(lambda: render_chats(chats, template, tools=TOOLS, tokenizer=tok), args.repeat)
+    trained = int(out.values["assistant_masks"].sum())
+    trained2 = int(out2.values["assistant_masks"].sum())
+    rows = [
+        ("bare tokenizer(texts) batch encode", t_enc, t_enc, f"{n_tokens:,} tokens"),
+        ("apply_chat_template(tokens + masks), defaults", t_ours, t_enc, f"target <= 1.15x; {trained:,} trained"),
+        ("bare tokenizer(texts) batch encode (2nd pairing)", t_enc2, t_enc2, ""),
+        ("  ... mask_reasoning=False, mask_eot=False", t_plain, t_enc2, f"{trained2:,} trained"),
+        ("render_chats alone (for scale)", t_render, t_enc, ""),
+    ]
+    n_msgs = sum(len(c) for c in chats)
+    n_calls = sum(1 for c in chats for m in c if m.get("tool_calls"))
+    print(f"{args.n} chats, {n_msgs:,} messages ({n_calls:,} tool-call turns), template {Path(args.template).name}, "
+          f"best of {args.repeat}, the two sides alternated")
+    print(f"{'step':<52} {'seconds':>9} {'ratio':>7}  note")
+    for name, t, base, note in rows:
+        print(f"{name:<52} {t:>9.3f} {t / base:>6.2f}x  {note}")
+
+
+if __name__ == "__main__":
+    main()

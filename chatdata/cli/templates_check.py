@@ -1,0 +1,88 @@
+"""``chatdata templates check TEMPLATE_OR_TOKENIZER``: what a model learns from a chat template.
+
+Renders a probe chat of each kind (plain, tool-calling, reasoning) and prints the text with the
+trained spans marked (highlighted on a terminal, between « and » otherwise), after the facts the
+mask engine learned about the template. The report's sections come from
+``chatdata.templates.report.check_template``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .common import CLIError, color_enabled, load_tokenizer, load_tools
+
+HELP = "inspect chat templates: `templates check` shows what a model learns (the trained spans)"
+EXAMPLE = """examples:
+  chatdata templates check qwen                       # a bundled template
+  chatdata templates check path/to/chat_template.jinja --tokenizer path/to/tokenizer
+  chatdata templates check path/to/tokenizer          # the tokenizer's own template
+  chatdata templates check qwen --no-eot --no-reasoning"""
+
+
+def add_parser(sub):
+    import argparse
+
+    p = sub.add_parser("templates", help=HELP, description=HELP + ".", epilog=EXAMPLE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    c = actions.add_parser("check", help="print probe chats rendered with the trained spans marked",
+                           description="Print, for a probe chat of each kind, the rendered text with the "
+                           "trained spans marked.", epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("target", metavar="TEMPLATE_OR_TOKENIZER",
+                   help="a bundled template name, a .jinja file, or a tokenizer folder (its own template)")
+    c.add_argument("--tokenizer", metavar="PATH", help="tokenizer folder for the special tokens (bos/eos) the template uses")
+    c.add_argument("--tools", metavar="FILE.json", help="JSON list of tool schemas (default: a probe tool)")
+    c.add_argument("--no-reasoning", action="store_true", help="mask_reasoning=False: do not train reasoning")
+    c.add_argument("--no-eot", action="store_true", help="mask_eot=False: do not train the end of turns")
+    c.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight trained spans")
+    c.set_defaults(func=run)
+    return p
+
+
+def _template_and_tokenizer(target, tokenizer_path):
+    from ..templates import get_chat_template, list_chat_templates, resolve_chat_template
+
+    tok = load_tokenizer(tokenizer_path) if tokenizer_path else None
+    p = Path(target)
+    if p.is_dir():
+        tok = load_tokenizer(target)
+        try:
+            return resolve_chat_template(tok), tok
+        except ValueError as err:
+            raise CLIError(f"{target}: {err}") from None
+    if target.endswith(".jinja") or os.sep in target:
+        if not p.is_file():
+            raise CLIError(f"{target}: no such file or tokenizer folder")
+        return p.read_text(encoding="utf-8"), tok
+    if target not in list_chat_templates():
+        raise CLIError(f"{target}: not a template name, .jinja file or tokenizer folder; known templates: "
+                       f"{', '.join(list_chat_templates())}")
+    return get_chat_template(target), tok
+
+
+def run(args):
+    from ..templates import TemplateError
+    from ..templates.report import check_template, mark_spans
+
+    template, tok = _template_and_tokenizer(args.target, args.tokenizer)
+    tools = load_tools(args.tools)
+    try:
+        sections = check_template(template, tokenizer=tok, tools=tools, mask_reasoning=not args.no_reasoning,
+                                  mask_eot=not args.no_eot)
+    except TemplateError as err:
+        raise CLIError(f"{args.target}: {err}") from None
+    color = args.color == "always" or (args.color == "auto" and color_enabled(sys.stdout))
+    start, end = ("\x1b[30;42m", "\x1b[0m") if color else ("«", "»")
+    out = []
+    for sec in sections:
+        out.append(f"== {sec.title} ==")
+        out += sec.lines
+        if sec.text is not None:
+            out.append(mark_spans(sec.text, sec.spans, start, end))
+        out.append("")
+    if not color:
+        out.append("(trained text is between « and »)")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0

@@ -170,6 +170,8 @@ def _tool_probe(renderer: Renderer) -> tuple[str, str]:
     m = _FRAGMENT_RE.search(full, max(0, c - 70), c)
     c = m.start() if m else c
     args_at = full.find("Vqzarg0")
+    if not 0 <= args_at < c:  # the renderings part before the call: nothing to learn from them
+        return "", ""
     for m in MARKER_RE.finditer(full, max(0, args_at), c):
         if _OPENER_RE.search(m.group(0)):  # both go on with a turn opener: cut before it
             c = m.start()
@@ -179,7 +181,7 @@ def _tool_probe(renderer: Renderer) -> tuple[str, str]:
         return "", after
     seg = full[:c].rstrip()
     end = ""
-    for m in MARKER_RE.finditer(seg, max(0, args_at)):
+    for m in MARKER_RE.finditer(seg, args_at):
         end = m.group(0) if m.end() == len(seg) else ""
     return end, ""
 

@@ -184,3 +184,30 @@ def test_continue_final_message(name, qwen_tok):
     assert e == len(text) and text[s:e].endswith("Zqans partial")
     masked = "".join(text[a:b] for a, b in spans[0])
     assert "Zqans first answer." in masked and not any(w in masked for w in FOREIGN)
+
+
+def test_fast_path_places_turns_like_prefix_renderings(qwen_tok):
+    """Where a template may use the one-render fast path, it gives the prefix renderings' bounds."""
+    from chatdata.templates.fast_turns import fast_bounds, fast_path_ok
+    from chatdata.templates.render import prepare_chat
+    from chatdata.templates.turns import turn_bounds
+
+    checked = 0
+    for name, template in TEMPLATES.items():
+        for kind in KINDS:
+            chats, tools = KINDS[kind]["chats"], KINDS[kind]["tools"]
+            renderer = Renderer(template, tools=tools, tokenizer=qwen_tok)
+            try:
+                texts = render_chats(chats, template, tools=tools, tokenizer=qwen_tok)
+            except TemplateError:
+                continue
+            profile = template_profile(renderer)
+            if not fast_path_ok(renderer, profile):
+                continue
+            for chat, text in zip(chats, texts):
+                chat = prepare_chat(chat)
+                fast = fast_bounds(chat, text, profile)
+                if fast is not None:
+                    assert fast == turn_bounds(renderer, chat, text, profile), (name, kind)
+                    checked += 1
+    assert checked > 50

@@ -7,6 +7,7 @@ from chatdata.templates.report import SECTION_BUILDERS, Section, check_template,
 
 from template_paths import TEMPLATE_DIR
 
+
 def test_report_sections_mark_what_is_learned():
     sections = check_template(get_chat_template("qwen"))
     assert [s.title for s in sections] == ["template facts", "plain chat", "tool-calling chat", "reasoning chat",

@@ -13,7 +13,7 @@ Example:
     >>> from chatdata.templates import get_chat_template
     >>> sections = check_template(get_chat_template("chatml_format"))
     >>> [s.title for s in sections]
-    ['template facts', 'plain chat', 'tool-calling chat', 'reasoning chat']
+    ['template facts', 'plain chat', 'tool-calling chat', 'reasoning chat', 'reasoning chat (2)']
 """
 from __future__ import annotations
 

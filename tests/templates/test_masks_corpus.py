@@ -67,13 +67,14 @@ def _case(name, kind, tok):
     return {"skip": errors[0]}
 
 
-@pytest.fixture(scope="session")
-def corpus(tokenizer_dir):
-    from conftest import _load
+_TOKENIZER_FIXTURES = {"qwen2.5-instruct": "qwen_tok", "mistral-nemo-instruct-2407": "mistral_tok"}
 
+
+@pytest.fixture(scope="session")
+def corpus(request):
     out = {}
     for tok_name in TOKENIZER_NAMES:
-        tok = _load(tokenizer_dir, tok_name)
+        tok = request.getfixturevalue(_TOKENIZER_FIXTURES[tok_name])
         cases = {(name, kind): _case(name, kind, tok) for name in TEMPLATES for kind in KINDS}
         # one batch encode per tokenizer of every text of every case and option
         flat = [(key, opt, i) for key, c in cases.items() if "skip" not in c for opt in OPTIONS

@@ -6,16 +6,20 @@ For assistant message ``k`` of a chat rendered as ``text``:
    is the prompt a model sees before it writes turn ``k``; the turn starts where that prompt
    stops agreeing with ``text`` (its length when it is a prefix). Whatever the prompt holds --
    the role header, a ``<think>`` opener some templates add -- is never learned. If that render
-   fails or disagrees with ``text`` before the previous message ends (templates whose system
-   prompt depends on later messages), the start is found after the profile's generation header
-   following the previous message instead.
+   fails or disagrees with ``text`` before the previous message ends (a system prompt the
+   template moves into the last user turn), the start is found after what the prompt writes after
+   the previous message, or after the profile's generation header. A closing marker the template
+   writes only when a turn follows (``<|im_end|>`` after a tool reply) is skipped.
 2. **End** -- ``render(messages[:k + 1])`` (the conversation stopping after turn ``k``) agrees
    with ``text`` up to a point ``c`` near the turn's end. The turn ends after the last
    end-of-turn text (:mod:`.profile`) starting before ``c``; if there is none (the template
    rendered turn ``k`` differently as a final turn, e.g. with its reasoning), after the first one
-   at or after ``c`` that comes before the next message's text. Templates with no end-of-turn
-   text end the turn with the stop marker that opens the next turn (``<|user|>``,
-   ``<|observation|>``); a final turn of such a template ends where its text ends.
+   at or after ``c`` that comes before the next message's text. Shared text after the turn is
+   cut where the next turn opens (a marker with ``start``/``begin`` in its name). Templates with
+   no end-of-turn text end the turn with the stop marker that opens the next turn (``<|user|>``,
+   ``<|observation|>``, from the probes); a final turn of such a template ends where its text
+   ends. Text of the message the template writes later, before the next assistant turn
+   (Gemma-4 writes a tool-calling turn's text after the tool's reply), is a piece of its own.
 3. Everything between start and end is learned: reasoning, content and tool calls as the
    template writes them, and the end of the turn. ``mask_reasoning=False`` leaves the rendered
    reasoning block (``<think>...</think>`` and its markers) out; ``mask_eot=False`` leaves the

@@ -57,7 +57,7 @@ def agentic(chats):
                 new.append({"role": "assistant", "content": "", "reasoning_content": head[:200],
                             "tool_calls": [{"id": cid, "type": "function",
                                             "function": {"name": "search", "arguments": {"query": head[:80]}}}]})
-                new.append({"role": "tool", "tool_call_id": cid, "content": head})
+                new.append({"role": "tool", "tool_call_id": cid, "content": " ".join(reversed(words))})
                 new.append({"role": "assistant", "content": tail})
         out.append(new)
     return out

@@ -49,6 +49,10 @@ def add_parser(sub):
                    "(default: the tokenizer's own chat template)")
     p.add_argument("--tools", metavar="FILE.json", help="JSON list of tool schemas passed to the template")
     p.add_argument("--max-length", type=int, metavar="N", help="truncate each conversation to N tokens")
+    p.add_argument("--no-reasoning", action="store_true",
+                   help="do not train the reasoning the template renders (default: trained)")
+    p.add_argument("--no-eot", action="store_true", help="do not train the end of each assistant turn "
+                   "(default: trained, so the model learns to stop; off gives torchrl's content-only masks)")
     p.add_argument("--batch-size", type=int, default=512, metavar="N", help="conversations per batch (default 512)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
     p.add_argument("--skip-bad", action="store_true", help="leave out conversations the template rejects, "
@@ -74,29 +78,29 @@ class TokenizeStats:
         self.skipped = []  # (conversation index, reason) of the conversations left out
 
 
-def _encode(chats, template, tools, tokenizer):
+def _encode(chats, template, tools, tokenizer, mask_options):
     from ..templates import render_chats_with_spans, tokenize_chats
 
     texts, spans = render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer,
-                                           add_generation_prompt=False)
+                                           add_generation_prompt=False, **mask_options)
     enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True)
     return enc["input_ids"], enc["assistant_masks"]
 
 
-def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool, stats):
+def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool, stats, mask_options):
     """Ids and masks of a batch of conversations (numbered from ``first``). When the template
     rejects one, the batch is redone one conversation at a time to name it: an error, or with
     ``skip_bad`` an entry in ``stats.skipped`` and the rest of the batch."""
     from ..templates import TemplateError
 
     try:
-        return _encode(chats, template, tools, tokenizer)
+        return _encode(chats, template, tools, tokenizer, mask_options)
     except (TemplateError, ValueError):
         pass
     ids, masks = [], []
     for j, chat in enumerate(chats):
         try:
-            i, m = _encode([chat], template, tools, tokenizer)
+            i, m = _encode([chat], template, tools, tokenizer, mask_options)
         except (TemplateError, ValueError) as err:
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             if not skip_bad:
@@ -111,8 +115,9 @@ def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool,
 
 def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_length=None, batch_size: int = 512,
                      overwrite: bool = True, progress=None, skip_bad: bool = False,
-                     allow_empty: bool = True) -> TokenizeStats:
-    """Tokenise the History ``ds`` (a dataset or a path) into the folder ``out``.
+                     allow_empty: bool = True, mask_reasoning: bool = True, mask_eot: bool = True) -> TokenizeStats:
+    """Tokenise the History ``ds`` (a dataset or a path) into the folder ``out``; the mask options
+    are those of ``History.apply_chat_template``.
 
     A conversation the template rejects stops the run with an error naming it (nothing is
     written), or with ``skip_bad`` is left out and listed in ``stats.skipped``."""
@@ -132,7 +137,8 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     with StreamWriter(out, columns=("input_ids", "assistant_masks")) as w:
         for a in range(0, n, batch_size):
             chats = h[a:a + batch_size].to_chats()
-            ids, masks = _encode_batch(chats, a, template, tools, tokenizer, skip_bad, stats)
+            ids, masks = _encode_batch(chats, a, template, tools, tokenizer, skip_bad, stats,
+                                       {"mask_reasoning": mask_reasoning, "mask_eot": mask_eot})
             if max_length is not None:
                 ids = [t[:max_length] for t in ids]
                 masks = [m[:max_length] for m in masks]
@@ -194,6 +200,8 @@ def run(args) -> int:
     if args.max_length is not None and args.max_length <= 0:
         raise CLIError("--max-length must be > 0")
     if args.ray is not None:
+        if args.no_reasoning or args.no_eot:
+            raise CLIError("--no-reasoning / --no-eot are not supported with --ray yet", code=2)
         return _run_on_ray(args)
     h = load_history(args.ds)
     tok = load_tokenizer(args.tokenizer)
@@ -204,7 +212,8 @@ def run(args) -> int:
                        "the run)", code=2)
     stats = tokenize_dataset(h, args.out, tok, template, tools=tools, max_length=args.max_length,
                              batch_size=args.batch_size, overwrite=args.overwrite, skip_bad=args.skip_bad,
-                             allow_empty=args.allow_empty)
+                             allow_empty=args.allow_empty, mask_reasoning=not args.no_reasoning,
+                             mask_eot=not args.no_eot)
     if not args.quiet:
         rate = stats.tokens / max(stats.seconds, 1e-9)
         share = 100 * stats.trained / max(stats.tokens, 1)

@@ -452,8 +452,13 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
           tokens; ``out["input_ids"]`` a nested tensor), or with ``padding`` a TensorDict of batch
           ``(B, L)``.
 
-        Assistant masks cover each assistant message's content and end-of-turn token, for any
-        template (``{% generation %}`` blocks are honoured when present).
+        Assistant masks cover every assistant turn as the template renders it: its content, its
+        tool calls, its reasoning and the end of the turn (the end-of-turn token, or the text that
+        ends it on templates without one), never a role header or a system/user/tool turn; for any
+        template (``{% generation %}`` blocks are honoured when present). Pass
+        ``mask_reasoning=False`` to leave the rendered reasoning out and ``mask_eot=False`` to leave
+        the end of the turn out (``mask_eot=False`` gives torchrl's content-only masks); see
+        ``docs/masks.md``. A turn that cannot be placed raises ``UnplaceableTurnError``.
 
         Example:
             >>> h = History.from_chats([{"role": "user", "content": "hi"}])

@@ -139,3 +139,17 @@ def test_demo_without_out_leaves_nothing(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "temporary folder" in res.stdout and "--out" in res.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tokenize_mask_options(tmp_path):
+    chat = [_user("hi"), {"role": "assistant", "content": "<think>because</think>hello"}]
+    ds = tmp_path / "ds"
+    assert run_cli("import", write_jsonl(tmp_path / "c.jsonl", [chat]), ds).returncode == 0
+    trained = {}
+    for flags in ((), ("--no-eot",), ("--no-eot", "--no-reasoning")):
+        out = tmp_path / ("tok" + "".join(flags))
+        res = run_cli("tokenize", ds, out, *flags)
+        assert res.returncode == 0, res.stderr
+        trained[flags] = int(load_memmap(out)[0]["assistant_masks"].sum())
+    assert trained[()] > trained[("--no-eot",)] > 0
+    assert trained[("--no-eot",)] >= trained[("--no-eot", "--no-reasoning")] > 0

@@ -27,7 +27,7 @@ import torch
 from .batched import Batched, dummy, indexed_batch_size, normalize_index
 from .pool import Pool, to_json
 
-__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor"]
+__all__ = ["NonTensorData", "NonTensorStack", "LinkedList", "set_list_to_stack", "list_to_stack", "is_non_tensor"]
 
 _LIST_TO_STACK = [True]
 
@@ -89,6 +89,63 @@ def _nested_list(flat: list, shape) -> list:
         return flat
     step = len(flat) // shape[0] if shape[0] else 0
     return [_nested_list(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+class LinkedList(list):
+    """The values of a NonTensorStack as a list (what ``td[key]`` gives for a stack), still
+    linked to the stack: ``td["a"][0] = "x"`` writes into the TensorDict. Growing or shrinking
+    the list (append, extend, del, ...) unlinks it (``_td()`` is then None).
+
+    Example:
+        >>> s = NonTensorStack.from_list(["a", "b"])
+        >>> ll = LinkedList.of(s); ll[0] = "z"; s.tolist()
+        ['z', 'b']
+    """
+
+    __slots__ = ("_stack",)
+
+    @classmethod
+    def of(cls, stack: "NonTensorStack") -> "LinkedList":
+        out = cls(stack.tolist())
+        out._stack = stack
+        return out
+
+    def _td(self):
+        """The linked stack, or None once the list was resized."""
+        return getattr(self, "_stack", None)
+
+    def _unlink(self):
+        self._stack = None
+
+    def __setitem__(self, index, value):
+        super().__setitem__(index, value)
+        stack = self._td()
+        if stack is not None:
+            stack[index] = list(value) if isinstance(index, slice) else value
+
+    def tolist(self) -> list:
+        """A plain list copy (as ``NonTensorStack.tolist()``)."""
+        return list(self)
+
+    def __repr__(self):
+        return f"LinkedList({list.__repr__(self)})"
+
+    __str__ = __repr__
+
+
+def _unlinking(name):
+    base = getattr(list, name)
+
+    def method(self, *args, **kwargs):
+        self._unlink()
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__delitem__", "__iadd__", "__imul__"):
+    setattr(LinkedList, _name, _unlinking(_name))
 
 
 def _device(device):

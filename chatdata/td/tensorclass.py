@@ -23,6 +23,7 @@ import torch
 from .batched import Batched
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 from .tensordict import TensorDict
+from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
@@ -109,8 +110,11 @@ def _setup_fields(cls) -> None:
                 defaults[n] = base.__dict__[n]
     reserved = {"batch_size", "device", "names", "shape"}
     bad = reserved.intersection(names)
-    if bad:
-        raise AttributeError(f"tensorclass {cls.__name__} cannot have fields named {sorted(bad)}")
+    if bad and not cls.__dict__.get("_shadow", getattr(cls, "_shadow", False)):
+        raise AttributeError(
+            f"tensorclass {cls.__name__} cannot have fields named {sorted(bad)}: they shadow TensorClass "
+            "attributes; declare it with @tensorclass(shadow=True) to allow that"
+        )
     cls._field_names = tuple(names)
     cls._field_types = annotations
     cls._field_defaults = defaults
@@ -137,14 +141,22 @@ class TensorClass(Batched):
     """
 
     _field_names: tuple = ()
+    _autocast = False
+    _nocast = False
+    _shadow = False
+    _frozen = False
+    _tensor_only = False
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, autocast=None, nocast=None, shadow=None, frozen=None, tensor_only=None, **kwargs):
         super().__init_subclass__(**kwargs)
+        set_options(cls, autocast=autocast, nocast=nocast, shadow=shadow, frozen=frozen, tensor_only=tensor_only)
         _setup_fields(cls)
+        check_tensor_only(cls)
         _REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
     def __class_getitem__(cls, item):
-        return cls  # TensorClass["nocast"] style options are accepted and ignored
+        """``class X(TensorClass["nocast"])``: a base with those options set."""
+        return options_base(cls, item)
 
     def __init__(self, *args, batch_size=None, device=None, names=None, **kwargs):
         if len(args) > len(self._field_names):
@@ -156,6 +168,13 @@ class TensorClass(Batched):
         unknown = set(kwargs) - set(self._field_names)
         if unknown:
             raise TypeError(f"{type(self).__name__} got unexpected fields {sorted(unknown)}; its fields are {list(self._field_names)}")
+        for n, v in (("batch_size", batch_size), ("device", device), ("names", names)):
+            if n in self._field_names and v is not None:  # shadow=True: a field of that name
+                kwargs[n] = v
+        if "batch_size" in self._field_names:
+            batch_size = None
+        if "device" in self._field_names:
+            device = None
         object.__setattr__(self, "_storage", TensorDict(batch_size=batch_size, device=device))
         for n in self._field_names:
             if n in kwargs:
@@ -169,6 +188,7 @@ class TensorClass(Batched):
         post = getattr(self, "__post_init__", None)
         if post is not None:
             post()
+        object.__setattr__(self, "_initialised", True)
 
     # -- construction from storage ----------------------------------------------------------
     @classmethod
@@ -205,7 +225,65 @@ class TensorClass(Batched):
         if name in ("batch_size",):
             self._storage.batch_size = value
             return
-        raise AttributeError(f"{type(self).__name__} has no field {name!r}; its fields are {list(self._field_names)}")
+        if isinstance(getattr(type(self), name, None), property):  # a user property with a setter
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError(
+            f"Cannot set the attribute {name!r}: {type(self).__name__} has no such field; its fields are "
+            f"{list(self._field_names)}"
+        )
+
+    def __delattr__(self, name):
+        if name in self._field_names:
+            if self._storage._tensordict.pop(name, None) is None:
+                raise AttributeError(name)
+            return
+        object.__delattr__(self, name)
+
+    @property
+    def _tensordict(self):
+        """The TensorDict holding the fields (tensordict's name for it)."""
+        return self._storage
+
+    def __getattr__(self, name):
+        # TensorDict methods the class does not define (select, exclude, gather, to_dict, ...):
+        # run on the storage; a TensorDict result with our fields comes back as this class
+        if name.startswith("__") or name in ("_storage", "_field_names"):
+            raise AttributeError(name)
+        storage = self.__dict__.get("_storage")
+        if storage is None:
+            raise AttributeError(name)
+        attr = getattr(storage, name, None)
+        if attr is None or not callable(attr):
+            if attr is None:
+                raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+            return attr
+
+        def method(*args, **kwargs):
+            args = [a._storage if isinstance(a, TensorClass) else a for a in args]
+            return self._wrap_result(attr(*args, **kwargs))
+
+        return method
+
+    def _wrap_result(self, out):
+        if out is self._storage:
+            return self
+        if isinstance(out, TensorDict) and set(out.keys()) <= set(self._field_names):
+            return self._from_storage(out)
+        if isinstance(out, (tuple, list)) and out and all(isinstance(o, TensorDict) for o in out):
+            return type(out)(self._wrap_result(o) for o in out)
+        return out
+
+    @classmethod
+    def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, **kwargs):
+        """Build from a (nested) dict of field values."""
+        td = TensorDict.from_dict(dict(input_dict), batch_size=batch_size, device=device, batch_dims=batch_dims,
+                                  auto_batch_size=auto_batch_size)
+        return cls.from_tensordict(td, safe=False)
+
+    @classmethod
+    def _from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):
+        return cls.from_tensordict(tensordict, non_tensordict, safe=safe)
 
     @property
     def batch_size(self) -> torch.Size:
@@ -245,10 +323,12 @@ class TensorClass(Batched):
             if isinstance(self._storage, TensorDict):
                 self._storage._tensordict.pop(name, None)
             return self
-        if isinstance(value, TensorClass):
-            value = value
-        elif not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):
-            bs = self.batch_size
+        if self._frozen and "_storage" in self.__dict__ and getattr(self, "_initialised", False):
+            raise AttributeError(f"{type(self).__name__} is frozen: its fields cannot be set")
+        if not isinstance(value, (torch.Tensor, Batched)):
+            value = cast_value(type(self), name, value, self._storage.batch_size)
+        if not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):
+            bs = self._storage.batch_size
             if isinstance(value, list) and bs and list_to_stack():
                 value = NonTensorStack.from_list(value, batch_size=bs)
             else:
@@ -326,6 +406,30 @@ class TensorClass(Batched):
     def all(self, dim=None):
         return self._storage.all(dim)
 
+    def _binop(self, name, other):
+        other = other._storage if isinstance(other, TensorClass) else other
+        return self._wrap_result(getattr(self._storage, name)(other))
+
+    __add__ = lambda self, o: self._binop("__add__", o)  # noqa: E731
+    __radd__ = lambda self, o: self._binop("__radd__", o)  # noqa: E731
+    __sub__ = lambda self, o: self._binop("__sub__", o)  # noqa: E731
+    __rsub__ = lambda self, o: self._binop("__rsub__", o)  # noqa: E731
+    __mul__ = lambda self, o: self._binop("__mul__", o)  # noqa: E731
+    __rmul__ = lambda self, o: self._binop("__rmul__", o)  # noqa: E731
+    __truediv__ = lambda self, o: self._binop("__truediv__", o)  # noqa: E731
+    __rtruediv__ = lambda self, o: self._binop("__rtruediv__", o)  # noqa: E731
+    __pow__ = lambda self, o: self._binop("__pow__", o)  # noqa: E731
+    __lt__ = lambda self, o: self._binop("__lt__", o)  # noqa: E731
+    __le__ = lambda self, o: self._binop("__le__", o)  # noqa: E731
+    __gt__ = lambda self, o: self._binop("__gt__", o)  # noqa: E731
+    __ge__ = lambda self, o: self._binop("__ge__", o)  # noqa: E731
+    __or__ = lambda self, o: self._binop("__or__", o)  # noqa: E731
+    __and__ = lambda self, o: self._binop("__and__", o)  # noqa: E731
+    __xor__ = lambda self, o: self._binop("__xor__", o)  # noqa: E731
+    __neg__ = lambda self: self._wrap_result(-self._storage)  # noqa: E731
+    __abs__ = lambda self: self._wrap_result(abs(self._storage))  # noqa: E731
+    __invert__ = lambda self: self._wrap_result(~self._storage)  # noqa: E731
+
     def any(self, dim=None):
         return self._storage.any(dim)
 
@@ -389,7 +493,8 @@ class TensorClass(Batched):
         return f"{type(self).__name__}(\n{indent(body)})"
 
 
-def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False):
+def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False,
+                tensor_only: bool = False):
     """Turn an annotated class into a tensorclass (see the module docstring).
 
     Example:
@@ -402,8 +507,11 @@ def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocas
 
     def wrap(c):
         if issubclass(c, TensorClass):
+            set_options(c, autocast=autocast or None, nocast=nocast or None, shadow=shadow or None,
+                        frozen=frozen or None, tensor_only=tensor_only or None)
             return c
         namespace = {"__module__": c.__module__, "__qualname__": c.__qualname__, "__doc__": c.__doc__}
-        return type(c.__name__, (c, TensorClass), namespace)
+        return type(c.__name__, (c, TensorClass), namespace, autocast=autocast, nocast=nocast, shadow=shadow,
+                    frozen=frozen, tensor_only=tensor_only)
 
     return wrap if cls is None else wrap(cls)

@@ -17,8 +17,9 @@ import torch
 from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
 from .convert import check_batch, is_collection, to_entry
 from .keys import unravel_key
-from .nontensor import NonTensorData, NonTensorStack
+from .nontensor import LinkedList, NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
+from .td_methods import ExtraMethods
 
 __all__ = ["TensorDict", "LockedError"]
 
@@ -80,7 +81,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(CollectionOps, Batched):
+class TensorDict(ExtraMethods, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:
@@ -271,23 +272,29 @@ class TensorDict(CollectionOps, Batched):
         return node
 
     def get(self, key, default=_NO_DEFAULT):
-        """The entry at ``key`` (a str or nested tuple); non-tensor data comes back as its value.
+        """The entry at ``key`` (a str or nested tuple) as it is stored: a tensor, a nested
+        collection, or a NonTensorData / NonTensorStack (``td[key]`` gives their values).
+        A missing key gives ``default`` (None when not given, as in tensordict 0.14).
 
         Example:
             >>> TensorDict({"a": {"b": torch.ones(1)}}).get(("a", "b"))
             tensor([1.])
         """
         try:
-            val = self._get_raw(key)
+            return self._get_raw(key)
         except KeyError:
-            if default is not _NO_DEFAULT:
-                return default
-            raise
-        return val.data if isinstance(val, NonTensorData) else val
+            return None if default is _NO_DEFAULT else default
 
     def get_non_tensor(self, key, default=_NO_DEFAULT):
         """The value of a non-tensor entry: the data, or nested lists for a stack."""
-        val = self.get(key, default)
+        try:
+            val = self._get_raw(key)
+        except KeyError:
+            if default is _NO_DEFAULT:
+                raise
+            return default
+        if isinstance(val, NonTensorData):
+            return val.data
         return val.tolist() if isinstance(val, NonTensorStack) else val
 
     def _check_unlocked(self, action: str, key) -> None:
@@ -337,8 +344,11 @@ class TensorDict(CollectionOps, Batched):
         return self
 
     def __getitem__(self, index):
-        if _is_key(index):
-            return self.get(index)
+        if _is_key(index):  # non-tensor entries come back as values (a stack as a LinkedList)
+            val = self._get_raw(index)
+            if isinstance(val, NonTensorData):
+                return val.data
+            return LinkedList.of(val) if isinstance(val, NonTensorStack) else val
         return self._index(index)
 
     def __setitem__(self, index, value):
@@ -388,7 +398,7 @@ class TensorDict(CollectionOps, Batched):
     def pop(self, key, default=_NO_DEFAULT):
         """Remove ``key`` and return its entry."""
         try:
-            val = self.get(key)
+            val = self._get_raw(key)
         except KeyError:
             if default is _NO_DEFAULT:
                 raise
@@ -597,3 +607,6 @@ def _write_into(dest, value, key) -> None:
         dest.update_(value)
     else:
         raise TypeError(f"cannot write into entry {key!r} of type {type(dest).__name__}")
+
+
+TensorDictBase = TensorDict  # tensordict's base-class name, for isinstance checks in ported code

@@ -2,7 +2,7 @@
 from .batched import BatchSizeError
 from .keys import NestedKey, unravel_key
 from .memmap import MemoryMappedTensor
-from .nontensor import NonTensorData, NonTensorStack, set_list_to_stack, list_to_stack
+from .nontensor import NonTensorData, NonTensorStack, is_non_tensor, set_list_to_stack, list_to_stack
 from .ragged import RaggedTensorDict
 from .tensorclass import TensorClass, is_tensorclass, tensorclass
 from .tensordict import LockedError, TensorDict

@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from .batched import Batched, dummy, indexed_batch_size, normalize_index
+from .batched import Batched, BatchSizeError, dummy, indexed_batch_size, normalize_index
 from .pool import Pool, to_json
 
-__all__ = ["NonTensorData", "NonTensorStack", "LinkedList", "set_list_to_stack", "list_to_stack", "is_non_tensor"]
+__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor"]
 
 _LIST_TO_STACK = [True]
 
@@ -91,63 +91,6 @@ def _nested_list(flat: list, shape) -> list:
     return [_nested_list(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
-class LinkedList(list):
-    """The values of a NonTensorStack as a list (what ``td[key]`` gives for a stack), still
-    linked to the stack: ``td["a"][0] = "x"`` writes into the TensorDict. Growing or shrinking
-    the list (append, extend, del, ...) unlinks it (``_td()`` is then None).
-
-    Example:
-        >>> s = NonTensorStack.from_list(["a", "b"])
-        >>> ll = LinkedList.of(s); ll[0] = "z"; s.tolist()
-        ['z', 'b']
-    """
-
-    __slots__ = ("_stack",)
-
-    @classmethod
-    def of(cls, stack: "NonTensorStack") -> "LinkedList":
-        out = cls(stack.tolist())
-        out._stack = stack
-        return out
-
-    def _td(self):
-        """The linked stack, or None once the list was resized."""
-        return getattr(self, "_stack", None)
-
-    def _unlink(self):
-        self._stack = None
-
-    def __setitem__(self, index, value):
-        super().__setitem__(index, value)
-        stack = self._td()
-        if stack is not None:
-            stack[index] = list(value) if isinstance(index, slice) else value
-
-    def tolist(self) -> list:
-        """A plain list copy (as ``NonTensorStack.tolist()``)."""
-        return list(self)
-
-    def __repr__(self):
-        return f"LinkedList({list.__repr__(self)})"
-
-    __str__ = __repr__
-
-
-def _unlinking(name):
-    base = getattr(list, name)
-
-    def method(self, *args, **kwargs):
-        self._unlink()
-        return base(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
-
-
-for _name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__delitem__", "__iadd__", "__imul__"):
-    setattr(LinkedList, _name, _unlinking(_name))
-
-
 def _device(device):
     return None if device is None else torch.device(device)
 
@@ -162,13 +105,64 @@ class NonTensorData(Batched):
     """
 
     _is_non_tensor = True
+    _is_shared = False
+    _is_memmap = False
+    _is_locked = False
 
     def __init__(self, data: Any, _metadata=None, _is_non_tensor=True, *, batch_size=(), device=None, names=None):
         if isinstance(data, NonTensorData):
             data = data.data
-        self.data = data
+        self._data = data
         self._batch_size = torch.Size(batch_size if batch_size is not None else ())
         self._device = _device(device)
+
+    @property
+    def data(self):
+        """The value."""
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._data = value
+
+    @property
+    def _tensordict(self):
+        # tensordict keeps a NonTensorData's state on an inner TensorDict; ours is on self
+        return self
+
+    @property
+    def is_locked(self) -> bool:
+        return self._is_locked
+
+    def is_shared(self) -> bool:
+        return self._is_shared
+
+    def is_memmap(self) -> bool:
+        return self._is_memmap
+
+    def lock_(self):
+        self._is_locked = True
+        return self
+
+    def unlock_(self):
+        self._is_locked = False
+        return self
+
+    def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s value (a NonTensorData or a plain value); a locked (shared or
+        memory-mapped) one needs ``inplace=True``."""
+        if self._is_locked and not inplace:
+            raise RuntimeError("cannot update a locked NonTensorData (shared or memory-mapped); use inplace=True or update_()")
+        self._data = other.data if isinstance(other, NonTensorData) else other
+        return self
+
+    def update_(self, other, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s value in place."""
+        return self.update(other, inplace=True)
+
+    def __call__(self, *args, **kwargs):
+        """Call the stored value (a function kept as non-tensor data)."""
+        return self._data(*args, **kwargs)
 
     @property
     def batch_size(self) -> torch.Size:
@@ -246,9 +240,11 @@ class NonTensorData(Batched):
         return NonTensorData(copy.deepcopy(self.data) if recurse else self.data, batch_size=self._batch_size, device=self._device)
 
     def expand(self, *shape):
+        """A NonTensorStack of this value with the expanded batch (as tensordict gives)."""
         if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
             shape = tuple(shape[0])
-        return NonTensorData(self.data, batch_size=torch.Size(dummy(self._batch_size).expand(*shape).shape), device=self._device)
+        bs = torch.Size(dummy(self._batch_size).expand(*shape).shape)
+        return NonTensorStack._from_parts(torch.zeros((), dtype=torch.long).expand(bs), Pool.from_values([self.data]), self._device)
 
     def __eq__(self, other):
         other_data = other.data if isinstance(other, NonTensorData) else other
@@ -455,6 +451,31 @@ class NonTensorStack(Batched):
     def maybe_to_stack(self):
         return self
 
+    def where(self, condition, other, *, out=None, pad=None):
+        """Each element from self where ``condition`` holds, else from ``other`` (a stack of
+        the same shape, a NonTensorData or a plain value)."""
+        bs = self.batch_size
+        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
+        mine = self._pool.take(self._ids())
+        if isinstance(other, NonTensorStack):
+            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
+        else:
+            theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
+        res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],
+                                       batch_size=bs, device=self._device)
+        if out is not None:
+            out[...] = res
+            return out
+        return res
+
+    def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s values (a stack of the same shape or one value for all)."""
+        self[...] = other
+        return self
+
+    def update_(self, other, non_blocking: bool = False, **kwargs):
+        return self.update(other, inplace=True)
+
     def to(self, device=None, *args, **kwargs):
         if isinstance(device, torch.dtype) or device is None:
             return self
@@ -643,8 +664,8 @@ def _flatten_to(values, shape) -> list:
     for d, n in enumerate(shape):
         for v in level:
             if not isinstance(v, (list, tuple)) or len(v) != n:
-                raise ValueError(
-                    f"list does not match batch size {tuple(shape)} at dim {d}: expected a list of "
+                raise BatchSizeError(
+                    f"batch dimension mismatch: list does not match batch size {tuple(shape)} at dim {d}: expected a list of "
                     f"length {n}, got {type(v).__name__}" + (f" of length {len(v)}" if isinstance(v, (list, tuple)) else "")
                 )
         level = [x for v in level for x in v]

@@ -18,6 +18,7 @@ import torch
 
 from .convert import is_collection
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .pool import Pool
 
 __all__ = ["ExtraMethods"]
 
@@ -155,7 +156,22 @@ class ExtraMethods:
     def _new_like(self, size, factory):
         size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)) else tuple(size)
         nb = len(self.batch_size)
-        return self.apply(lambda t: factory(t, size + tuple(t.shape[nb:])), batch_size=size)
+        out = self._new_unsafe({}, torch.Size(size), self._device)
+        for k, v in self._tensordict.items():
+            shape = size + tuple((v.shape if isinstance(v, torch.Tensor) else v.batch_size)[nb:])
+            if isinstance(v, torch.Tensor):
+                out._tensordict[k] = factory(v, shape)
+            elif isinstance(v, NonTensorStack):  # values unknown yet: None everywhere
+                out._tensordict[k] = NonTensorStack._from_parts(torch.zeros(shape, dtype=torch.long), Pool.from_values([None]), v.device)
+            elif isinstance(v, NonTensorData):
+                out._tensordict[k] = NonTensorData(v.data, batch_size=shape, device=v.device)
+            elif hasattr(v, "_new_like"):
+                out._tensordict[k] = v._new_like((shape,), factory)
+            elif hasattr(v, "_storage") and hasattr(v._storage, "_new_like"):
+                out._tensordict[k] = v._from_storage(v._storage._new_like((shape,), factory))
+            else:
+                raise TypeError(f"new_*: cannot build a new entry {k!r} like a {type(v).__name__}")
+        return out
 
     def new_zeros(self, *size, **kwargs):
         """Zeros with the batch size ``size`` (leaves keep their feature dims and dtypes)."""
@@ -249,11 +265,6 @@ class ExtraMethods:
             out.update_(res)
             return out
         return res
-
-    def repeat_interleave(self, repeats, dim: int = 0, *, output_size=None):
-        """Repeat every element ``repeats`` times along batch dim ``dim``."""
-        d = self._norm_dim(dim)
-        return self._batch_op(lambda x: x.repeat_interleave(repeats, dim=d))
 
     def tensor_split(self, indices_or_sections, dim: int = 0):
         """Split along batch dim ``dim`` like ``torch.tensor_split``."""

@@ -184,7 +184,7 @@ class TensorClass(Batched):
             else:
                 raise TypeError(f"{type(self).__name__} missing required field {n!r}")
             if value is not None:
-                self.set(n, value)
+                setattr(self, n, value)  # through __setattr__, which subclasses may override
         post = getattr(self, "__post_init__", None)
         if post is not None:
             post()
@@ -298,15 +298,12 @@ class TensorClass(Batched):
         return [None] * len(self.batch_size)
 
     def get(self, key, default=...):
-        """A field's value (nested keys go into nested collections)."""
-        if isinstance(key, str) and key in self._field_names:
-            return getattr(self, key)
+        """A field's value (nested keys go into nested collections); ``default`` (None when
+        not given) for a missing one."""
         try:
-            return _unwrap(self._storage.get(key))
+            return _unwrap(self._storage._get_raw(key))
         except KeyError:
-            if default is not ...:
-                return default
-            raise
+            return None if default is ... else default
 
     def _get_raw(self, key):
         return self._storage._get_raw(key)
@@ -325,7 +322,7 @@ class TensorClass(Batched):
             return self
         if self._frozen and "_storage" in self.__dict__ and getattr(self, "_initialised", False):
             raise AttributeError(f"{type(self).__name__} is frozen: its fields cannot be set")
-        if not isinstance(value, (torch.Tensor, Batched)):
+        if not isinstance(value, (torch.Tensor, Batched)) or (self._autocast and isinstance(value, torch.Tensor)):
             value = cast_value(type(self), name, value, self._storage.batch_size)
         if not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):
             bs = self._storage.batch_size

@@ -69,9 +69,14 @@ def _is_tensor_type(ann) -> bool:
 
         return issubclass(ann, Batched)
     if isinstance(ann, str):
-        parts = [p.strip() for p in ann.replace("Optional[", "").replace("]", "").split("|")]
+        import re
+
+        from .tensorclass import _REGISTRY
+
+        tc_names = {c.__name__ for c in _REGISTRY.values()}
+        parts = [p.strip() for p in re.split(r"[|,\[\]]", ann) if p.strip() and p.strip() not in ("Optional", "Union", "typing.Optional", "typing.Union")]
         return all(p in ("torch.Tensor", "Tensor", "None") or p.startswith("torch.") and p.endswith("Tensor")
-                   or p in ("TensorDict", "TensorDictBase") for p in parts)
+                   or p in ("TensorDict", "TensorDictBase") or p in tc_names for p in parts)
     args = typing.get_args(ann)
     return bool(args) and all(_is_tensor_type(a) for a in args)
 

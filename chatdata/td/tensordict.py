@@ -17,9 +17,11 @@ import torch
 from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
 from .convert import check_batch, is_collection, to_entry
 from .keys import unravel_key
-from .nontensor import LinkedList, NonTensorData, NonTensorStack
+from .linkedlist import LinkedList
+from .nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods
+from .module_params import ModuleParams
 
 __all__ = ["TensorDict", "LockedError"]
 
@@ -81,7 +83,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(ExtraMethods, CollectionOps, Batched):
+class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:
@@ -162,58 +164,6 @@ class TensorDict(ExtraMethods, CollectionOps, Batched):
                 common.append(dims[0])
         self._batch_size = torch.Size(common)
         return self
-
-    @classmethod
-    def from_module(cls, module: torch.nn.Module, as_module: bool = False, lock: bool = False, use_state_dict: bool = False) -> "TensorDict":
-        """Parameters and buffers of ``module``, nested by sub-module path.
-
-        Example:
-            >>> TensorDict.from_module(torch.nn.Linear(2, 3))["weight"].shape
-            torch.Size([3, 2])
-        """
-        td = cls()
-        for name, p in module._parameters.items():
-            if p is not None:
-                td._tensordict[name] = p
-        for name, b in module._buffers.items():
-            if b is not None:
-                td._tensordict[name] = b
-        for name, child in module._modules.items():
-            if child is not None:
-                sub = cls.from_module(child)
-                if len(sub._tensordict):
-                    td._tensordict[name] = sub
-        if lock:
-            td.lock_()
-        return td
-
-    def to_module(self, module: torch.nn.Module, inplace: bool = False, return_swap: bool = True):
-        """Put these tensors into ``module`` (swap them in, or copy in place with ``inplace=True``).
-
-        Returns the module's previous tensors as a TensorDict when ``return_swap``.
-        """
-        old = TensorDict() if return_swap else None
-        for key, value in self._tensordict.items():
-            if is_collection(value):
-                child = module._modules.get(key)
-                if child is None:
-                    raise KeyError(f"module has no sub-module {key!r}")
-                sub_old = value.to_module(child, inplace=inplace, return_swap=return_swap)
-                if old is not None:
-                    old._tensordict[key] = sub_old
-                continue
-            store = module._parameters if key in module._parameters else module._buffers if key in module._buffers else None
-            if store is None:
-                raise KeyError(f"module {type(module).__name__} has no parameter or buffer {key!r}")
-            prev = store[key]
-            if old is not None:
-                old._tensordict[key] = prev.detach().clone() if inplace else prev
-            if inplace:
-                with torch.no_grad():
-                    prev.copy_(value)
-            else:
-                store[key] = value
-        return old
 
     # -- basic properties ----------------------------------------------------------------
     @property
@@ -363,9 +313,10 @@ class TensorDict(ExtraMethods, CollectionOps, Batched):
             value = TensorDict(value, batch_size=self._batch_size[:0])
         if isinstance(value, (TensorDict,)) or is_collection(value):
             for key in value.keys():
-                if key not in self._tensordict:
-                    raise KeyError(f"cannot set index: key {key!r} is not in the destination TensorDict")
                 src = value._get_raw(key) if hasattr(value, "_get_raw") else value.get(key)
+                if key not in self._tensordict:  # a new key: allocate it, then write the part
+                    self._check_unlocked("add", key)
+                    self._tensordict[key] = _allocate_like(src, self._batch_size, len(value.batch_size), self._device)
                 self._set_leaf_at(key, idx, src)
             return
         for key in list(self._tensordict):
@@ -589,6 +540,28 @@ class TensorDict(ExtraMethods, CollectionOps, Batched):
             consolidated_setstate(self, state)
             return
         self.__dict__.update(state)
+
+
+def _allocate_like(src, batch_size, src_batch_dims: int, device):
+    """A new entry of batch ``batch_size`` for values like ``src`` (zeros; a non-tensor value
+    everywhere)."""
+    if isinstance(src, torch.Tensor):
+        return torch.zeros(tuple(batch_size) + tuple(src.shape[src_batch_dims:]), dtype=src.dtype, device=src.device)
+    if isinstance(src, NonTensorData):
+        return NonTensorData(src.data, batch_size=batch_size, device=device)
+    if isinstance(src, NonTensorStack):
+        first = src.reshape(-1)[0].data if src.numel() else None
+        return NonTensorData(first, batch_size=batch_size, device=device).maybe_to_stack()
+    if isinstance(src, TensorDict):
+        out = TensorDict._new_unsafe({}, batch_size, device)
+        for k, v in src._tensordict.items():
+            out._tensordict[k] = _allocate_like(v, batch_size, src_batch_dims, device)
+        return out
+    if hasattr(src, "_from_storage"):  # a tensorclass
+        return src._from_storage(_allocate_like(src._storage, batch_size, src_batch_dims, device))
+    if not isinstance(src, (list, dict)) and not hasattr(src, "batch_size"):
+        return NonTensorData(src, batch_size=batch_size, device=device)
+    raise TypeError(f"cannot allocate a new entry like a {type(src).__name__}")
 
 
 def _write_into(dest, value, key) -> None:

@@ -189,6 +189,8 @@ class TensorClass(Batched):
         if post is not None:
             post()
         object.__setattr__(self, "_initialised", True)
+        if self._frozen:
+            self._storage.lock_()
 
     # -- construction from storage ----------------------------------------------------------
     @classmethod
@@ -398,8 +400,6 @@ class TensorClass(Batched):
     def __ne__(self, other):
         return self._compare(other, lambda a, b: a != b)
 
-    __hash__ = None
-
     def all(self, dim=None):
         return self._storage.all(dim)
 
@@ -453,13 +453,50 @@ class TensorClass(Batched):
         self._storage.share_memory_()
         return self
 
-    def update(self, other, **kwargs):
-        self._storage.update(other._storage if isinstance(other, TensorClass) else other, **kwargs)
+    _UPDATE_OPTIONS = ("clone", "inplace", "keys_to_update", "non_blocking", "is_leaf", "update_batch_size")
+
+    def _split_update(self, other, kwargs):
+        opts = {k: kwargs.pop(k) for k in list(kwargs) if k in self._UPDATE_OPTIONS and k not in self._field_names}
+        opts.pop("non_blocking", None), opts.pop("is_leaf", None), opts.pop("update_batch_size", None)
+        return other, kwargs, opts
+
+    def update(self, other=None, **kwargs):
+        """Merge ``other`` (a tensorclass, TensorDict or dict), then the fields given as keywords."""
+        other, fields, opts = self._split_update(other, kwargs)
+        if other is not None:
+            self._storage.update(other._storage if isinstance(other, TensorClass) else other, **opts)
+        for k, v in fields.items():
+            self.set(k, v, inplace=opts.get("inplace", False))
         return self
 
-    def update_(self, other, **kwargs):
-        self._storage.update_(other._storage if isinstance(other, TensorClass) else other, **kwargs)
+    def update_(self, other=None, **kwargs):
+        """Like :meth:`update`, writing into the existing entries in place."""
+        other, fields, opts = self._split_update(other, kwargs)
+        opts.pop("inplace", None)
+        if other is not None:
+            self._storage.update_(other._storage if isinstance(other, TensorClass) else other, **opts)
+        for k, v in fields.items():
+            self.set(k, v, inplace=True)
         return self
+
+    def select(self, *keys, inplace: bool = False, strict: bool = True, as_tensordict: bool = False):
+        """Only the given fields (the others None); ``as_tensordict=True`` gives a TensorDict."""
+        out = self._storage.select(*keys, inplace=inplace, strict=strict)
+        if as_tensordict:
+            return out
+        return self if inplace else self._from_storage(out)
+
+    def exclude(self, *keys, inplace: bool = False, as_tensordict: bool = False):
+        """Without the given fields (they read as None); ``as_tensordict=True`` gives a TensorDict."""
+        out = self._storage.exclude(*keys, inplace=inplace)
+        if as_tensordict:
+            return out
+        return self if inplace else self._from_storage(out)
+
+    def __hash__(self):
+        if not self._frozen:
+            raise TypeError(f"unhashable type: {type(self).__name__!r} (declare it frozen=True to hash it)")
+        return id(self)
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False, flatten: bool = False):
         """Tensor fields as keys; non-tensor fields in ``_metadata[""]["_non_tensor"]``."""

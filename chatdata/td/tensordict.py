@@ -432,7 +432,7 @@ class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
         self.set(new_key, value)
         return self
 
-    def exclude(self, *keys, inplace: bool = False) -> "TensorDict":
+    def exclude(self, *keys, inplace: bool = False, as_tensordict: bool = False) -> "TensorDict":
         """A TensorDict without the given keys (nested keys allowed)."""
         out = self if inplace else self._shallow_copy()
         for key in keys:
@@ -450,7 +450,7 @@ class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
                 continue
         return out
 
-    def select(self, *keys, inplace: bool = False, strict: bool = True) -> "TensorDict":
+    def select(self, *keys, inplace: bool = False, strict: bool = True, as_tensordict: bool = False) -> "TensorDict":
         """A TensorDict with only the given keys (nested keys allowed)."""
         out = TensorDict._new_unsafe({}, self._batch_size, self._device)
         for key in keys:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .batched import BatchSizeError, dummy
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .nontensor import NonTensorData, NonTensorStack, capture_non_tensor_stack, is_non_tensor
 from .pool import Pool
 
 __all__ = ["stack", "cat", "dispatch", "stack_non_tensor", "cat_non_tensor"]
@@ -156,7 +156,7 @@ def stack_non_tensor(items, dim: int = 0):
         raise IndexError(f"stack dim {dim} out of range for items with {len(bs)} dims")
     dim %= nd
     device = items[0].device
-    if all(isinstance(i, NonTensorData) for i in items):
+    if capture_non_tensor_stack() and all(isinstance(i, NonTensorData) for i in items):
         first = items[0].data
         try:
             same = all(i.data is first or (type(i.data) is type(first) and i.data == first) for i in items[1:])

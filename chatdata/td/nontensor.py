@@ -27,7 +27,8 @@ import torch
 from .batched import Batched, BatchSizeError, dummy, indexed_batch_size, normalize_index
 from .pool import Pool, to_json
 
-__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor"]
+__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor",
+           "set_capture_non_tensor_stack", "capture_non_tensor_stack"]
 
 _LIST_TO_STACK = [True]
 
@@ -48,30 +49,53 @@ class set_list_to_stack:
         ...     pass
     """
 
+    _flag = _LIST_TO_STACK
+
     def __init__(self, mode: bool):
         if not isinstance(mode, bool):
-            raise TypeError(f"set_list_to_stack takes a bool, got {type(mode).__name__}")
+            raise TypeError(f"{type(self).__name__} takes a bool, got {type(mode).__name__}")
         self.mode = mode
         self._prev = None
 
     def set(self) -> None:
-        _LIST_TO_STACK[0] = self.mode
+        self._flag[0] = self.mode
 
     def __enter__(self):
-        self._prev = _LIST_TO_STACK[0]
-        _LIST_TO_STACK[0] = self.mode
+        self._prev = self._flag[0]
+        self._flag[0] = self.mode
         return self
 
     def __exit__(self, *exc):
-        _LIST_TO_STACK[0] = self._prev
+        self._flag[0] = self._prev
 
     def __call__(self, func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with set_list_to_stack(self.mode):
+            with type(self)(self.mode):
                 return func(*args, **kwargs)
 
         return wrapper
+
+
+_CAPTURE = [True]
+
+
+def capture_non_tensor_stack() -> bool:
+    """Whether stacking identical NonTensorData values gives one NonTensorData (default
+    ``True``); when ``False`` the result is always a NonTensorStack."""
+    return _CAPTURE[0]
+
+
+class set_capture_non_tensor_stack(set_list_to_stack):
+    """Choose :func:`capture_non_tensor_stack`: ``.set()``, a context manager or a decorator.
+
+    Example:
+        >>> with set_capture_non_tensor_stack(False):
+        ...     torch.stack([NonTensorData("a"), NonTensorData("a")]).tolist()
+        ['a', 'a']
+    """
+
+    _flag = _CAPTURE
 
 
 _DATA_FIELDS = _dc.fields(_dc.make_dataclass("NonTensorData", [("data", Any)]))

@@ -7,7 +7,7 @@ from .nontensor import (NonTensorData, NonTensorStack, capture_non_tensor_stack,
 from .functional import cat, stack
 from .ragged import RaggedTensorDict
 from .tensorclass import TensorClass, is_tensorclass, tensorclass
-from .tensordict import LockedError, TensorDict
+from .tensordict import LockedError, TensorDict, TensorDictBase
 from . import state as _state
 
 

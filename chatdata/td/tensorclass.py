@@ -392,7 +392,14 @@ class TensorClass(Batched):
         return self if kwargs.get("inplace") else self._from_storage(out)
 
     def _compare(self, other, op):
-        return self._storage._compare(other._storage if isinstance(other, TensorClass) else other, op)
+        return self._wrap_result(self._storage._compare(other._storage if isinstance(other, TensorClass) else other, op))
+
+    def __enter__(self):  # ``with tc.lock_():`` / ``with tc.unlock_():``
+        self._storage.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._storage.__exit__(*exc)
 
     def __eq__(self, other):
         return self._compare(other, lambda a, b: a == b)

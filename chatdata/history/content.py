@@ -48,7 +48,7 @@ def check_parts(parts: Any) -> str | None:
     return None
 
 
-class ContentBase(TensorClass):
+class ContentBase(TensorClass, nocast=True):  # content parts are stored as given
     """Parts of a message's content, one batch element per part.
 
     Fields: ``type`` (one of ``text``, ``image``, ``audio``, ``video``, ``file``,

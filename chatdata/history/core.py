@@ -51,7 +51,7 @@ def _storage_of(h: "History"):
     return s
 
 
-class History(TensorClass):
+class History(TensorClass, nocast=True):  # chat fields are stored as given (is_complete stays a bool)
     """Chat messages with the fields ``role``, ``content``, ``is_complete``, ``tool_calls``,
     ``tool_responses`` and ``extra`` (a dict of any other message keys: ``name``,
     ``tool_call_id``, ``reasoning_content``, ...).

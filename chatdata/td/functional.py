@@ -89,6 +89,8 @@ def cat(items, dim: int = 0, *, out=None):
         return cat_non_tensor(items, dim)
     first = items[0]
     if hasattr(first, "_from_storage") and hasattr(first, "_storage"):
+        if any(type(i) is not type(first) for i in items):
+            raise TypeError(f"cannot cat {sorted({type(i).__name__ for i in items})} together: all items must be {type(first).__name__}")
         return type(first)._from_storage(cat([i._storage for i in items], dim))
     if all(isinstance(i, RaggedTensorDict) for i in items):
         return RaggedTensorDict.cat(items, dim)

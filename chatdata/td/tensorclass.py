@@ -127,6 +127,20 @@ def _setup_fields(cls) -> None:
         )
     except (TypeError, ValueError):  # e.g. a field without default after one with a default
         cls._dataclass = None
+    if cls._dataclass is not None:  # dataclasses.is_dataclass / fields() work on the class
+        cls.__dataclass_fields__ = cls._dataclass.__dataclass_fields__
+    import inspect
+
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                default=defaults.get(n, inspect.Parameter.empty)) for n in names]
+    seen_default = False
+    for i, prm in enumerate(params):  # a signature needs defaults last: keyword-only from there on
+        seen_default = seen_default or prm.default is not inspect.Parameter.empty
+        if seen_default:
+            params[i] = prm.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+               for n in ("batch_size", "device", "names") if n not in names]
+    cls.__signature__ = inspect.Signature(params)
 
 
 class TensorClass(Batched):
@@ -181,6 +195,8 @@ class TensorClass(Batched):
                 value = kwargs[n]
             elif n in self._field_defaults:
                 value = self._field_defaults[n]
+                if isinstance(value, dataclasses.Field):  # field(default=...) / field(default_factory=...)
+                    value = value.default_factory() if value.default_factory is not _MISSING else value.default
             else:
                 raise TypeError(f"{type(self).__name__} missing required field {n!r}")
             if value is not None:
@@ -323,7 +339,7 @@ class TensorClass(Batched):
                 self._storage._tensordict.pop(name, None)
             return self
         if self._frozen and "_storage" in self.__dict__ and getattr(self, "_initialised", False):
-            raise AttributeError(f"{type(self).__name__} is frozen: its fields cannot be set")
+            raise dataclasses.FrozenInstanceError(f"{type(self).__name__} is frozen: its fields cannot be set")
         if not isinstance(value, (torch.Tensor, Batched)) or (self._autocast and isinstance(value, torch.Tensor)):
             value = cast_value(type(self), name, value, self._storage.batch_size)
         if not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):

@@ -3,7 +3,8 @@
 Options (``@tensorclass(autocast=True)``, ``class X(TensorClass["nocast"])`` or
 ``class X(TensorClass, nocast=True)``):
 
-- default: numbers, bools and numpy arrays become tensors; strings and other objects are
+- default: numbers, bools and numpy arrays become tensors (when their shape fits the batch;
+  a scalar for a batched class stays one value for the whole batch); strings and other objects are
   non-tensor data; a dict given to a field annotated as a tensorclass or TensorDict becomes one.
 - ``nocast``: values are stored as given (an int stays an int).
 - ``autocast``: values are cast to their field's annotation (``int``, ``str``, ``float``,
@@ -160,5 +161,15 @@ def cast_value(cls, name: str, value, batch_size):
             return target(value)
         if _np is not None and target is _np.ndarray:
             return _np.asarray(value)
-        return torch.as_tensor(value) if _numeric(value) else value
-    return torch.as_tensor(value) if _numeric(value) else value
+        return _as_batched_tensor(value, batch_size)
+    return _as_batched_tensor(value, batch_size)
+
+
+def _as_batched_tensor(value, batch_size):
+    """Numbers become tensors when they fit the batch; a scalar given to a batched class stays
+    one value for the whole batch (non-tensor data), as a constant column does."""
+    if not _numeric(value):
+        return value
+    t = torch.as_tensor(value)
+    nb = len(batch_size)
+    return t if t.ndim >= nb and tuple(t.shape[:nb]) == tuple(batch_size) else value

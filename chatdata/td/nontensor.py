@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses as _dc
-import functools
 from array import array
 from typing import Any
 
@@ -30,73 +29,7 @@ from .pool import Pool, to_json
 __all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor",
            "set_capture_non_tensor_stack", "capture_non_tensor_stack"]
 
-_LIST_TO_STACK = [True]
-
-
-def list_to_stack() -> bool:
-    """Whether lists given to a TensorDict become ``NonTensorStack`` (default ``True``)."""
-    return _LIST_TO_STACK[0]
-
-
-class set_list_to_stack:
-    """Choose whether lists become ``NonTensorStack``: ``.set()``, a context manager or a decorator.
-
-    Lists already become stacks by default; this exists so code written for tensordict runs.
-
-    Example:
-        >>> set_list_to_stack(True).set()
-        >>> with set_list_to_stack(False):
-        ...     pass
-    """
-
-    _flag = _LIST_TO_STACK
-
-    def __init__(self, mode: bool):
-        if not isinstance(mode, bool):
-            raise TypeError(f"{type(self).__name__} takes a bool, got {type(mode).__name__}")
-        self.mode = mode
-        self._prev = None
-
-    def set(self) -> None:
-        self._flag[0] = self.mode
-
-    def __enter__(self):
-        self._prev = self._flag[0]
-        self._flag[0] = self.mode
-        return self
-
-    def __exit__(self, *exc):
-        self._flag[0] = self._prev
-
-    def __call__(self, func):
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with type(self)(self.mode):
-                return func(*args, **kwargs)
-
-        return wrapper
-
-
-_CAPTURE = [True]
-
-
-def capture_non_tensor_stack() -> bool:
-    """Whether stacking identical NonTensorData values gives one NonTensorData (default
-    ``True``); when ``False`` the result is always a NonTensorStack."""
-    return _CAPTURE[0]
-
-
-class set_capture_non_tensor_stack(set_list_to_stack):
-    """Choose :func:`capture_non_tensor_stack`: ``.set()``, a context manager or a decorator.
-
-    Example:
-        >>> with set_capture_non_tensor_stack(False):
-        ...     torch.stack([NonTensorData("a"), NonTensorData("a")]).tolist()
-        ['a', 'a']
-    """
-
-    _flag = _CAPTURE
-
+from .switches import capture_non_tensor_stack, list_to_stack, set_capture_non_tensor_stack, set_list_to_stack  # noqa: E402,F401
 
 _DATA_FIELDS = _dc.fields(_dc.make_dataclass("NonTensorData", [("data", Any)]))
 

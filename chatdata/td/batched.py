@@ -259,6 +259,11 @@ class Batched:
             repeats = tuple(repeats[0])
         return self._batch_op(lambda x: x.repeat(*repeats, *([1] * (x.ndim - len(repeats)))))
 
+    def repeat_interleave(self, repeats, dim: int = 0, *, output_size=None):
+        """Repeat every element ``repeats`` times along batch dim ``dim`` (copies)."""
+        d = self._norm_dim(dim)
+        return self._batch_op(lambda x: x.repeat_interleave(repeats, dim=d))
+
     def unbind(self, dim: int = 0):
         """Split into a tuple of items along ``dim`` (views where the leaves allow it)."""
         d = self._norm_dim(dim)

@@ -81,7 +81,9 @@ def check_batch(key, entry, batch_size: torch.Size) -> None:
     shape = entry.shape if isinstance(entry, torch.Tensor) else entry.batch_size
     nb = len(batch_size)
     if len(shape) < nb or tuple(shape[:nb]) != tuple(batch_size):
+        what = "Tensor" if isinstance(entry, torch.Tensor) else type(entry).__name__
         raise BatchSizeError(
             f"batch dimension mismatch for key {key!r}: its shape {tuple(shape)} does not start "
-            f"with the batch size {tuple(batch_size)}"
+            f"with the batch size {tuple(batch_size)} (the {what} {key} has shape {torch.Size(shape)} which "
+            f"is incompatible with the batch-size {torch.Size(batch_size)})"
         )

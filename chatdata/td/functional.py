@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .batched import BatchSizeError, dummy
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .nontensor import NonTensorData, NonTensorStack, capture_non_tensor_stack, is_non_tensor
 from .pool import Pool
 
 __all__ = ["stack", "cat", "dispatch", "stack_non_tensor", "cat_non_tensor"]
@@ -103,6 +103,8 @@ def cat(items, dim: int = 0, *, out=None):
         return cat_non_tensor(items, dim)
     first = items[0]
     if hasattr(first, "_from_storage") and hasattr(first, "_storage"):
+        if any(type(i) is not type(first) for i in items):
+            raise TypeError(f"cannot cat {sorted({type(i).__name__ for i in items})} together: all items must be {type(first).__name__}")
         return type(first)._from_storage(cat([i._storage for i in items], dim))
     if all(isinstance(i, RaggedTensorDict) for i in items):
         return RaggedTensorDict.cat(items, dim)
@@ -170,7 +172,7 @@ def stack_non_tensor(items, dim: int = 0):
         raise IndexError(f"stack dim {dim} out of range for items with {len(bs)} dims")
     dim %= nd
     device = items[0].device
-    if all(isinstance(i, NonTensorData) for i in items):
+    if capture_non_tensor_stack() and all(isinstance(i, NonTensorData) for i in items):
         first = items[0].data
         try:
             same = all(i.data is first or (type(i.data) is type(first) and i.data == first) for i in items[1:])

@@ -19,6 +19,7 @@ import torch
 
 from . import persist
 from .memmap import MemoryMappedTensor
+from .nontensor import NonTensorData
 from .ragged import RaggedTensorDict
 
 __all__ = ["load_memmap", "TensorDictFuture", "attach"]
@@ -49,6 +50,17 @@ def _mark(obj, prefix) -> None:
     st.lock_()
     st._is_memmap = True
     st._saved_path = str(prefix)
+    _mark_non_tensor(st)
+
+
+def _mark_non_tensor(st) -> None:
+    """NonTensorData leaves of a memory-mapped collection report it (and are locked)."""
+    for v in getattr(st, "_tensordict", {}).values() if isinstance(getattr(st, "_tensordict", None), dict) else ():
+        if isinstance(v, NonTensorData):
+            v._is_memmap = True
+            v._is_locked = True
+        elif hasattr(v, "_tensordict"):
+            _mark_non_tensor(_storage(v))
 
 
 def _mmap_leaves(obj):
@@ -150,11 +162,12 @@ def memmap_like(self, prefix=None, copy_existing: bool = False, *, existsok: boo
                   existsok=existsok, _like=True)
 
 
-def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None):
+def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None):
     """Load a saved collection (any class) lazily: files are mapped, not read.
 
     ``device="meta"`` opens no data file; under ``FakeTensorMode`` tensors are fake; ``out``
-    receives the loaded values in place.
+    receives the loaded values in place. ``allow_pickle`` is accepted for tensordict code and
+    changes nothing: chatdata never unpickles data.
     """
     fake = persist._fake_mode_active()
     res = persist.load(prefix, device, fake=fake)
@@ -167,7 +180,7 @@ def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None):
     return res
 
 
-def _load_memmap_cls(cls, prefix, device=None, non_blocking: bool = False, *, out=None):
+def _load_memmap_cls(cls, prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None):
     res = load_memmap(prefix, device, non_blocking, out=out)
     if isinstance(res, cls) or not hasattr(cls, "_from_storage") or out is not None:
         return res

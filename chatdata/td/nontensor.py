@@ -18,61 +18,18 @@ Example:
 from __future__ import annotations
 
 import dataclasses as _dc
-import functools
 from array import array
 from typing import Any
 
 import torch
 
-from .batched import Batched, dummy, indexed_batch_size, normalize_index
+from .batched import Batched, BatchSizeError, dummy, indexed_batch_size, normalize_index
 from .pool import Pool, to_json
 
-__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor"]
+__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor",
+           "set_capture_non_tensor_stack", "capture_non_tensor_stack"]
 
-_LIST_TO_STACK = [True]
-
-
-def list_to_stack() -> bool:
-    """Whether lists given to a TensorDict become ``NonTensorStack`` (default ``True``)."""
-    return _LIST_TO_STACK[0]
-
-
-class set_list_to_stack:
-    """Choose whether lists become ``NonTensorStack``: ``.set()``, a context manager or a decorator.
-
-    Lists already become stacks by default; this exists so code written for tensordict runs.
-
-    Example:
-        >>> set_list_to_stack(True).set()
-        >>> with set_list_to_stack(False):
-        ...     pass
-    """
-
-    def __init__(self, mode: bool):
-        if not isinstance(mode, bool):
-            raise TypeError(f"set_list_to_stack takes a bool, got {type(mode).__name__}")
-        self.mode = mode
-        self._prev = None
-
-    def set(self) -> None:
-        _LIST_TO_STACK[0] = self.mode
-
-    def __enter__(self):
-        self._prev = _LIST_TO_STACK[0]
-        _LIST_TO_STACK[0] = self.mode
-        return self
-
-    def __exit__(self, *exc):
-        _LIST_TO_STACK[0] = self._prev
-
-    def __call__(self, func):
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with set_list_to_stack(self.mode):
-                return func(*args, **kwargs)
-
-        return wrapper
-
+from .switches import capture_non_tensor_stack, list_to_stack, set_capture_non_tensor_stack, set_list_to_stack  # noqa: E402,F401
 
 _DATA_FIELDS = _dc.fields(_dc.make_dataclass("NonTensorData", [("data", Any)]))
 
@@ -105,13 +62,64 @@ class NonTensorData(Batched):
     """
 
     _is_non_tensor = True
+    _is_shared = False
+    _is_memmap = False
+    _is_locked = False
 
     def __init__(self, data: Any, _metadata=None, _is_non_tensor=True, *, batch_size=(), device=None, names=None):
         if isinstance(data, NonTensorData):
             data = data.data
-        self.data = data
+        self._data = data
         self._batch_size = torch.Size(batch_size if batch_size is not None else ())
         self._device = _device(device)
+
+    @property
+    def data(self):
+        """The value."""
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._data = value
+
+    @property
+    def _tensordict(self):
+        # tensordict keeps a NonTensorData's state on an inner TensorDict; ours is on self
+        return self
+
+    @property
+    def is_locked(self) -> bool:
+        return self._is_locked
+
+    def is_shared(self) -> bool:
+        return self._is_shared
+
+    def is_memmap(self) -> bool:
+        return self._is_memmap
+
+    def lock_(self):
+        self._is_locked = True
+        return self
+
+    def unlock_(self):
+        self._is_locked = False
+        return self
+
+    def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s value (a NonTensorData or a plain value); a locked (shared or
+        memory-mapped) one needs ``inplace=True``."""
+        if self._is_locked and not inplace:
+            raise RuntimeError("cannot update a locked NonTensorData (shared or memory-mapped); use inplace=True or update_()")
+        self._data = other.data if isinstance(other, NonTensorData) else other
+        return self
+
+    def update_(self, other, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s value in place."""
+        return self.update(other, inplace=True)
+
+    def __call__(self, *args, **kwargs):
+        """Call the stored value (a function kept as non-tensor data)."""
+        return self._data(*args, **kwargs)
 
     @property
     def batch_size(self) -> torch.Size:
@@ -189,9 +197,11 @@ class NonTensorData(Batched):
         return NonTensorData(copy.deepcopy(self.data) if recurse else self.data, batch_size=self._batch_size, device=self._device)
 
     def expand(self, *shape):
+        """A NonTensorStack of this value with the expanded batch (as tensordict gives)."""
         if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
             shape = tuple(shape[0])
-        return NonTensorData(self.data, batch_size=torch.Size(dummy(self._batch_size).expand(*shape).shape), device=self._device)
+        bs = torch.Size(dummy(self._batch_size).expand(*shape).shape)
+        return NonTensorStack._from_parts(torch.zeros((), dtype=torch.long).expand(bs), Pool.from_values([self.data]), self._device)
 
     def __eq__(self, other):
         other_data = other.data if isinstance(other, NonTensorData) else other
@@ -398,6 +408,31 @@ class NonTensorStack(Batched):
     def maybe_to_stack(self):
         return self
 
+    def where(self, condition, other, *, out=None, pad=None):
+        """Each element from self where ``condition`` holds, else from ``other`` (a stack of
+        the same shape, a NonTensorData or a plain value)."""
+        bs = self.batch_size
+        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
+        mine = self._pool.take(self._ids())
+        if isinstance(other, NonTensorStack):
+            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
+        else:
+            theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
+        res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],
+                                       batch_size=bs, device=self._device)
+        if out is not None:
+            out[...] = res
+            return out
+        return res
+
+    def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s values (a stack of the same shape or one value for all)."""
+        self[...] = other
+        return self
+
+    def update_(self, other, non_blocking: bool = False, **kwargs):
+        return self.update(other, inplace=True)
+
     def to(self, device=None, *args, **kwargs):
         if isinstance(device, torch.dtype) or device is None:
             return self
@@ -586,8 +621,8 @@ def _flatten_to(values, shape) -> list:
     for d, n in enumerate(shape):
         for v in level:
             if not isinstance(v, (list, tuple)) or len(v) != n:
-                raise ValueError(
-                    f"list does not match batch size {tuple(shape)} at dim {d}: expected a list of "
+                raise BatchSizeError(
+                    f"batch dimension mismatch: list does not match batch size {tuple(shape)} at dim {d}: expected a list of "
                     f"length {n}, got {type(v).__name__}" + (f" of length {len(v)}" if isinstance(v, (list, tuple)) else "")
                 )
         level = [x for v in level for x in v]

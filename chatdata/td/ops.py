@@ -135,7 +135,9 @@ class CollectionOps:
         """Refuse new, renamed or deleted keys (in-place writes stay allowed)."""
         self._is_locked = True
         for v in self._tensordict.values():
-            if hasattr(v, "lock_") and not is_non_tensor(v):
+            if isinstance(v, NonTensorData):
+                v._is_locked = True
+            elif hasattr(v, "lock_") and not is_non_tensor(v):
                 v.lock_()
         return self
 
@@ -144,14 +146,18 @@ class CollectionOps:
         self._is_locked = False
         self._is_memmap = False
         for v in self._tensordict.values():
-            if hasattr(v, "unlock_") and not is_non_tensor(v):
+            if isinstance(v, NonTensorData):
+                v._is_locked = False
+            elif hasattr(v, "unlock_") and not is_non_tensor(v):
                 v.unlock_()
         return self
 
     def share_memory_(self) -> "TensorDict":
         """Move every tensor to shared memory (and lock, as tensordict does)."""
         for v in self._tensordict.values():
-            if isinstance(v, torch.Tensor) or hasattr(v, "share_memory_"):
+            if isinstance(v, NonTensorData):
+                v._is_shared = True
+            elif isinstance(v, torch.Tensor) or hasattr(v, "share_memory_"):
                 v.share_memory_()
         self._is_shared = True
         return self.lock_()

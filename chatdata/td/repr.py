@@ -48,7 +48,7 @@ def fields_block(items) -> str:
 def td_repr(td) -> str:
     body = ",\n".join(
         [
-            fields_block(td._tensordict.items()),
+            fields_block(sorted(td._tensordict.items())),
             f"batch_size={td.batch_size}",
             f"device={td.device}",
             f"is_shared={td.is_shared()}",

@@ -146,7 +146,8 @@ def _has_tensor(entry) -> bool:
     if isinstance(entry, torch.Tensor):
         return True
     inner = getattr(entry, "_storage", entry)
-    return hasattr(inner, "_tensordict") and any(_has_tensor(x) for x in inner._tensordict.values())
+    entries = getattr(inner, "_tensordict", None)
+    return isinstance(entries, dict) and any(_has_tensor(x) for x in entries.values())
 
 
 def tensorclass_state_dict(tc, destination, prefix, keep_vars, flatten):

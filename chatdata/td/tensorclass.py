@@ -23,6 +23,7 @@ import torch
 from .batched import Batched
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 from .tensordict import TensorDict
+from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
@@ -109,8 +110,11 @@ def _setup_fields(cls) -> None:
                 defaults[n] = base.__dict__[n]
     reserved = {"batch_size", "device", "names", "shape"}
     bad = reserved.intersection(names)
-    if bad:
-        raise AttributeError(f"tensorclass {cls.__name__} cannot have fields named {sorted(bad)}")
+    if bad and not cls.__dict__.get("_shadow", getattr(cls, "_shadow", False)):
+        raise AttributeError(
+            f"tensorclass {cls.__name__} cannot have fields named {sorted(bad)}: they shadow TensorClass "
+            "attributes; declare it with @tensorclass(shadow=True) to allow that"
+        )
     cls._field_names = tuple(names)
     cls._field_types = annotations
     cls._field_defaults = defaults
@@ -123,6 +127,20 @@ def _setup_fields(cls) -> None:
         )
     except (TypeError, ValueError):  # e.g. a field without default after one with a default
         cls._dataclass = None
+    if cls._dataclass is not None:  # dataclasses.is_dataclass / fields() work on the class
+        cls.__dataclass_fields__ = cls._dataclass.__dataclass_fields__
+    import inspect
+
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                default=defaults.get(n, inspect.Parameter.empty)) for n in names]
+    seen_default = False
+    for i, prm in enumerate(params):  # a signature needs defaults last: keyword-only from there on
+        seen_default = seen_default or prm.default is not inspect.Parameter.empty
+        if seen_default:
+            params[i] = prm.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+               for n in ("batch_size", "device", "names") if n not in names]
+    cls.__signature__ = inspect.Signature(params)
 
 
 class TensorClass(Batched):
@@ -137,14 +155,22 @@ class TensorClass(Batched):
     """
 
     _field_names: tuple = ()
+    _autocast = False
+    _nocast = False
+    _shadow = False
+    _frozen = False
+    _tensor_only = False
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, autocast=None, nocast=None, shadow=None, frozen=None, tensor_only=None, **kwargs):
         super().__init_subclass__(**kwargs)
+        set_options(cls, autocast=autocast, nocast=nocast, shadow=shadow, frozen=frozen, tensor_only=tensor_only)
         _setup_fields(cls)
+        check_tensor_only(cls)
         _REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
     def __class_getitem__(cls, item):
-        return cls  # TensorClass["nocast"] style options are accepted and ignored
+        """``class X(TensorClass["nocast"])``: a base with those options set."""
+        return options_base(cls, item)
 
     def __init__(self, *args, batch_size=None, device=None, names=None, **kwargs):
         if len(args) > len(self._field_names):
@@ -156,19 +182,31 @@ class TensorClass(Batched):
         unknown = set(kwargs) - set(self._field_names)
         if unknown:
             raise TypeError(f"{type(self).__name__} got unexpected fields {sorted(unknown)}; its fields are {list(self._field_names)}")
+        for n, v in (("batch_size", batch_size), ("device", device), ("names", names)):
+            if n in self._field_names and v is not None:  # shadow=True: a field of that name
+                kwargs[n] = v
+        if "batch_size" in self._field_names:
+            batch_size = None
+        if "device" in self._field_names:
+            device = None
         object.__setattr__(self, "_storage", TensorDict(batch_size=batch_size, device=device))
         for n in self._field_names:
             if n in kwargs:
                 value = kwargs[n]
             elif n in self._field_defaults:
                 value = self._field_defaults[n]
+                if isinstance(value, dataclasses.Field):  # field(default=...) / field(default_factory=...)
+                    value = value.default_factory() if value.default_factory is not _MISSING else value.default
             else:
                 raise TypeError(f"{type(self).__name__} missing required field {n!r}")
             if value is not None:
-                self.set(n, value)
+                setattr(self, n, value)  # through __setattr__, which subclasses may override
         post = getattr(self, "__post_init__", None)
         if post is not None:
             post()
+        object.__setattr__(self, "_initialised", True)
+        if self._frozen:
+            self._storage.lock_()
 
     # -- construction from storage ----------------------------------------------------------
     @classmethod
@@ -205,7 +243,65 @@ class TensorClass(Batched):
         if name in ("batch_size",):
             self._storage.batch_size = value
             return
-        raise AttributeError(f"{type(self).__name__} has no field {name!r}; its fields are {list(self._field_names)}")
+        if isinstance(getattr(type(self), name, None), property):  # a user property with a setter
+            object.__setattr__(self, name, value)
+            return
+        raise AttributeError(
+            f"Cannot set the attribute {name!r}: {type(self).__name__} has no such field; its fields are "
+            f"{list(self._field_names)}"
+        )
+
+    def __delattr__(self, name):
+        if name in self._field_names:
+            if self._storage._tensordict.pop(name, None) is None:
+                raise AttributeError(name)
+            return
+        object.__delattr__(self, name)
+
+    @property
+    def _tensordict(self):
+        """The TensorDict holding the fields (tensordict's name for it)."""
+        return self._storage
+
+    def __getattr__(self, name):
+        # TensorDict methods the class does not define (select, exclude, gather, to_dict, ...):
+        # run on the storage; a TensorDict result with our fields comes back as this class
+        if name.startswith("__") or name in ("_storage", "_field_names"):
+            raise AttributeError(name)
+        storage = self.__dict__.get("_storage")
+        if storage is None:
+            raise AttributeError(name)
+        attr = getattr(storage, name, None)
+        if attr is None or not callable(attr):
+            if attr is None:
+                raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+            return attr
+
+        def method(*args, **kwargs):
+            args = [a._storage if isinstance(a, TensorClass) else a for a in args]
+            return self._wrap_result(attr(*args, **kwargs))
+
+        return method
+
+    def _wrap_result(self, out):
+        if out is self._storage:
+            return self
+        if isinstance(out, TensorDict) and set(out.keys()) <= set(self._field_names):
+            return self._from_storage(out)
+        if isinstance(out, (tuple, list)) and out and all(isinstance(o, TensorDict) for o in out):
+            return type(out)(self._wrap_result(o) for o in out)
+        return out
+
+    @classmethod
+    def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, **kwargs):
+        """Build from a (nested) dict of field values."""
+        td = TensorDict.from_dict(dict(input_dict), batch_size=batch_size, device=device, batch_dims=batch_dims,
+                                  auto_batch_size=auto_batch_size)
+        return cls.from_tensordict(td, safe=False)
+
+    @classmethod
+    def _from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):
+        return cls.from_tensordict(tensordict, non_tensordict, safe=safe)
 
     @property
     def batch_size(self) -> torch.Size:
@@ -220,15 +316,12 @@ class TensorClass(Batched):
         return [None] * len(self.batch_size)
 
     def get(self, key, default=...):
-        """A field's value (nested keys go into nested collections)."""
-        if isinstance(key, str) and key in self._field_names:
-            return getattr(self, key)
+        """A field's value (nested keys go into nested collections); ``default`` (None when
+        not given) for a missing one."""
         try:
-            return _unwrap(self._storage.get(key))
+            return _unwrap(self._storage._get_raw(key))
         except KeyError:
-            if default is not ...:
-                return default
-            raise
+            return None if default is ... else default
 
     def _get_raw(self, key):
         return self._storage._get_raw(key)
@@ -245,10 +338,12 @@ class TensorClass(Batched):
             if isinstance(self._storage, TensorDict):
                 self._storage._tensordict.pop(name, None)
             return self
-        if isinstance(value, TensorClass):
-            value = value
-        elif not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):
-            bs = self.batch_size
+        if self._frozen and "_storage" in self.__dict__ and getattr(self, "_initialised", False):
+            raise dataclasses.FrozenInstanceError(f"{type(self).__name__} is frozen: its fields cannot be set")
+        if not isinstance(value, (torch.Tensor, Batched)) or (self._autocast and isinstance(value, torch.Tensor)):
+            value = cast_value(type(self), name, value, self._storage.batch_size)
+        if not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):
+            bs = self._storage.batch_size
             if isinstance(value, list) and bs and list_to_stack():
                 value = NonTensorStack.from_list(value, batch_size=bs)
             else:
@@ -313,7 +408,14 @@ class TensorClass(Batched):
         return self if kwargs.get("inplace") else self._from_storage(out)
 
     def _compare(self, other, op):
-        return self._storage._compare(other._storage if isinstance(other, TensorClass) else other, op)
+        return self._wrap_result(self._storage._compare(other._storage if isinstance(other, TensorClass) else other, op))
+
+    def __enter__(self):  # ``with tc.lock_():`` / ``with tc.unlock_():``
+        self._storage.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._storage.__exit__(*exc)
 
     def __eq__(self, other):
         return self._compare(other, lambda a, b: a == b)
@@ -321,10 +423,32 @@ class TensorClass(Batched):
     def __ne__(self, other):
         return self._compare(other, lambda a, b: a != b)
 
-    __hash__ = None
-
     def all(self, dim=None):
         return self._storage.all(dim)
+
+    def _binop(self, name, other):
+        other = other._storage if isinstance(other, TensorClass) else other
+        return self._wrap_result(getattr(self._storage, name)(other))
+
+    __add__ = lambda self, o: self._binop("__add__", o)  # noqa: E731
+    __radd__ = lambda self, o: self._binop("__radd__", o)  # noqa: E731
+    __sub__ = lambda self, o: self._binop("__sub__", o)  # noqa: E731
+    __rsub__ = lambda self, o: self._binop("__rsub__", o)  # noqa: E731
+    __mul__ = lambda self, o: self._binop("__mul__", o)  # noqa: E731
+    __rmul__ = lambda self, o: self._binop("__rmul__", o)  # noqa: E731
+    __truediv__ = lambda self, o: self._binop("__truediv__", o)  # noqa: E731
+    __rtruediv__ = lambda self, o: self._binop("__rtruediv__", o)  # noqa: E731
+    __pow__ = lambda self, o: self._binop("__pow__", o)  # noqa: E731
+    __lt__ = lambda self, o: self._binop("__lt__", o)  # noqa: E731
+    __le__ = lambda self, o: self._binop("__le__", o)  # noqa: E731
+    __gt__ = lambda self, o: self._binop("__gt__", o)  # noqa: E731
+    __ge__ = lambda self, o: self._binop("__ge__", o)  # noqa: E731
+    __or__ = lambda self, o: self._binop("__or__", o)  # noqa: E731
+    __and__ = lambda self, o: self._binop("__and__", o)  # noqa: E731
+    __xor__ = lambda self, o: self._binop("__xor__", o)  # noqa: E731
+    __neg__ = lambda self: self._wrap_result(-self._storage)  # noqa: E731
+    __abs__ = lambda self: self._wrap_result(abs(self._storage))  # noqa: E731
+    __invert__ = lambda self: self._wrap_result(~self._storage)  # noqa: E731
 
     def any(self, dim=None):
         return self._storage.any(dim)
@@ -352,13 +476,50 @@ class TensorClass(Batched):
         self._storage.share_memory_()
         return self
 
-    def update(self, other, **kwargs):
-        self._storage.update(other._storage if isinstance(other, TensorClass) else other, **kwargs)
+    _UPDATE_OPTIONS = ("clone", "inplace", "keys_to_update", "non_blocking", "is_leaf", "update_batch_size")
+
+    def _split_update(self, other, kwargs):
+        opts = {k: kwargs.pop(k) for k in list(kwargs) if k in self._UPDATE_OPTIONS and k not in self._field_names}
+        opts.pop("non_blocking", None), opts.pop("is_leaf", None), opts.pop("update_batch_size", None)
+        return other, kwargs, opts
+
+    def update(self, other=None, **kwargs):
+        """Merge ``other`` (a tensorclass, TensorDict or dict), then the fields given as keywords."""
+        other, fields, opts = self._split_update(other, kwargs)
+        if other is not None:
+            self._storage.update(other._storage if isinstance(other, TensorClass) else other, **opts)
+        for k, v in fields.items():
+            self.set(k, v, inplace=opts.get("inplace", False))
         return self
 
-    def update_(self, other, **kwargs):
-        self._storage.update_(other._storage if isinstance(other, TensorClass) else other, **kwargs)
+    def update_(self, other=None, **kwargs):
+        """Like :meth:`update`, writing into the existing entries in place."""
+        other, fields, opts = self._split_update(other, kwargs)
+        opts.pop("inplace", None)
+        if other is not None:
+            self._storage.update_(other._storage if isinstance(other, TensorClass) else other, **opts)
+        for k, v in fields.items():
+            self.set(k, v, inplace=True)
         return self
+
+    def select(self, *keys, inplace: bool = False, strict: bool = True, as_tensordict: bool = False):
+        """Only the given fields (the others None); ``as_tensordict=True`` gives a TensorDict."""
+        out = self._storage.select(*keys, inplace=inplace, strict=strict)
+        if as_tensordict:
+            return out
+        return self if inplace else self._from_storage(out)
+
+    def exclude(self, *keys, inplace: bool = False, as_tensordict: bool = False):
+        """Without the given fields (they read as None); ``as_tensordict=True`` gives a TensorDict."""
+        out = self._storage.exclude(*keys, inplace=inplace)
+        if as_tensordict:
+            return out
+        return self if inplace else self._from_storage(out)
+
+    def __hash__(self):
+        if not self._frozen:
+            raise TypeError(f"unhashable type: {type(self).__name__!r} (declare it frozen=True to hash it)")
+        return id(self)
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False, flatten: bool = False):
         """Tensor fields as keys; non-tensor fields in ``_metadata[""]["_non_tensor"]``."""
@@ -389,7 +550,8 @@ class TensorClass(Batched):
         return f"{type(self).__name__}(\n{indent(body)})"
 
 
-def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False):
+def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False,
+                tensor_only: bool = False):
     """Turn an annotated class into a tensorclass (see the module docstring).
 
     Example:
@@ -402,8 +564,11 @@ def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocas
 
     def wrap(c):
         if issubclass(c, TensorClass):
+            set_options(c, autocast=autocast or None, nocast=nocast or None, shadow=shadow or None,
+                        frozen=frozen or None, tensor_only=tensor_only or None)
             return c
         namespace = {"__module__": c.__module__, "__qualname__": c.__qualname__, "__doc__": c.__doc__}
-        return type(c.__name__, (c, TensorClass), namespace)
+        return type(c.__name__, (c, TensorClass), namespace, autocast=autocast, nocast=nocast, shadow=shadow,
+                    frozen=frozen, tensor_only=tensor_only)
 
     return wrap if cls is None else wrap(cls)

@@ -17,8 +17,11 @@ import torch
 from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
 from .convert import check_batch, is_collection, to_entry
 from .keys import unravel_key
+from .linkedlist import LinkedList
 from .nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
+from .td_methods import ExtraMethods
+from .module_params import ModuleParams
 
 __all__ = ["TensorDict", "LockedError"]
 
@@ -80,7 +83,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(CollectionOps, Batched):
+class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:
@@ -162,58 +165,6 @@ class TensorDict(CollectionOps, Batched):
         self._batch_size = torch.Size(common)
         return self
 
-    @classmethod
-    def from_module(cls, module: torch.nn.Module, as_module: bool = False, lock: bool = False, use_state_dict: bool = False) -> "TensorDict":
-        """Parameters and buffers of ``module``, nested by sub-module path.
-
-        Example:
-            >>> TensorDict.from_module(torch.nn.Linear(2, 3))["weight"].shape
-            torch.Size([3, 2])
-        """
-        td = cls()
-        for name, p in module._parameters.items():
-            if p is not None:
-                td._tensordict[name] = p
-        for name, b in module._buffers.items():
-            if b is not None:
-                td._tensordict[name] = b
-        for name, child in module._modules.items():
-            if child is not None:
-                sub = cls.from_module(child)
-                if len(sub._tensordict):
-                    td._tensordict[name] = sub
-        if lock:
-            td.lock_()
-        return td
-
-    def to_module(self, module: torch.nn.Module, inplace: bool = False, return_swap: bool = True):
-        """Put these tensors into ``module`` (swap them in, or copy in place with ``inplace=True``).
-
-        Returns the module's previous tensors as a TensorDict when ``return_swap``.
-        """
-        old = TensorDict() if return_swap else None
-        for key, value in self._tensordict.items():
-            if is_collection(value):
-                child = module._modules.get(key)
-                if child is None:
-                    raise KeyError(f"module has no sub-module {key!r}")
-                sub_old = value.to_module(child, inplace=inplace, return_swap=return_swap)
-                if old is not None:
-                    old._tensordict[key] = sub_old
-                continue
-            store = module._parameters if key in module._parameters else module._buffers if key in module._buffers else None
-            if store is None:
-                raise KeyError(f"module {type(module).__name__} has no parameter or buffer {key!r}")
-            prev = store[key]
-            if old is not None:
-                old._tensordict[key] = prev.detach().clone() if inplace else prev
-            if inplace:
-                with torch.no_grad():
-                    prev.copy_(value)
-            else:
-                store[key] = value
-        return old
-
     # -- basic properties ----------------------------------------------------------------
     @property
     def batch_size(self) -> torch.Size:
@@ -271,23 +222,29 @@ class TensorDict(CollectionOps, Batched):
         return node
 
     def get(self, key, default=_NO_DEFAULT):
-        """The entry at ``key`` (a str or nested tuple); non-tensor data comes back as its value.
+        """The entry at ``key`` (a str or nested tuple) as it is stored: a tensor, a nested
+        collection, or a NonTensorData / NonTensorStack (``td[key]`` gives their values).
+        A missing key gives ``default`` (None when not given, as in tensordict 0.14).
 
         Example:
             >>> TensorDict({"a": {"b": torch.ones(1)}}).get(("a", "b"))
             tensor([1.])
         """
         try:
-            val = self._get_raw(key)
+            return self._get_raw(key)
         except KeyError:
-            if default is not _NO_DEFAULT:
-                return default
-            raise
-        return val.data if isinstance(val, NonTensorData) else val
+            return None if default is _NO_DEFAULT else default
 
     def get_non_tensor(self, key, default=_NO_DEFAULT):
         """The value of a non-tensor entry: the data, or nested lists for a stack."""
-        val = self.get(key, default)
+        try:
+            val = self._get_raw(key)
+        except KeyError:
+            if default is _NO_DEFAULT:
+                raise
+            return default
+        if isinstance(val, NonTensorData):
+            return val.data
         return val.tolist() if isinstance(val, NonTensorStack) else val
 
     def _check_unlocked(self, action: str, key) -> None:
@@ -337,8 +294,11 @@ class TensorDict(CollectionOps, Batched):
         return self
 
     def __getitem__(self, index):
-        if _is_key(index):
-            return self.get(index)
+        if _is_key(index):  # non-tensor entries come back as values (a stack as a LinkedList)
+            val = self._get_raw(index)
+            if isinstance(val, NonTensorData):
+                return val.data
+            return LinkedList.of(val) if isinstance(val, NonTensorStack) else val
         return self._index(index)
 
     def __setitem__(self, index, value):
@@ -353,9 +313,10 @@ class TensorDict(CollectionOps, Batched):
             value = TensorDict(value, batch_size=self._batch_size[:0])
         if isinstance(value, (TensorDict,)) or is_collection(value):
             for key in value.keys():
-                if key not in self._tensordict:
-                    raise KeyError(f"cannot set index: key {key!r} is not in the destination TensorDict")
                 src = value._get_raw(key) if hasattr(value, "_get_raw") else value.get(key)
+                if key not in self._tensordict:  # a new key: allocate it, then write the part
+                    self._check_unlocked("add", key)
+                    self._tensordict[key] = _allocate_like(src, self._batch_size, len(value.batch_size), self._device)
                 self._set_leaf_at(key, idx, src)
             return
         for key in list(self._tensordict):
@@ -388,7 +349,7 @@ class TensorDict(CollectionOps, Batched):
     def pop(self, key, default=_NO_DEFAULT):
         """Remove ``key`` and return its entry."""
         try:
-            val = self.get(key)
+            val = self._get_raw(key)
         except KeyError:
             if default is _NO_DEFAULT:
                 raise
@@ -471,7 +432,7 @@ class TensorDict(CollectionOps, Batched):
         self.set(new_key, value)
         return self
 
-    def exclude(self, *keys, inplace: bool = False) -> "TensorDict":
+    def exclude(self, *keys, inplace: bool = False, as_tensordict: bool = False) -> "TensorDict":
         """A TensorDict without the given keys (nested keys allowed)."""
         out = self if inplace else self._shallow_copy()
         for key in keys:
@@ -489,7 +450,7 @@ class TensorDict(CollectionOps, Batched):
                 continue
         return out
 
-    def select(self, *keys, inplace: bool = False, strict: bool = True) -> "TensorDict":
+    def select(self, *keys, inplace: bool = False, strict: bool = True, as_tensordict: bool = False) -> "TensorDict":
         """A TensorDict with only the given keys (nested keys allowed)."""
         out = TensorDict._new_unsafe({}, self._batch_size, self._device)
         for key in keys:
@@ -581,6 +542,28 @@ class TensorDict(CollectionOps, Batched):
         self.__dict__.update(state)
 
 
+def _allocate_like(src, batch_size, src_batch_dims: int, device):
+    """A new entry of batch ``batch_size`` for values like ``src`` (zeros; a non-tensor value
+    everywhere)."""
+    if isinstance(src, torch.Tensor):
+        return torch.zeros(tuple(batch_size) + tuple(src.shape[src_batch_dims:]), dtype=src.dtype, device=src.device)
+    if isinstance(src, NonTensorData):
+        return NonTensorData(src.data, batch_size=batch_size, device=device)
+    if isinstance(src, NonTensorStack):
+        first = src.reshape(-1)[0].data if src.numel() else None
+        return NonTensorData(first, batch_size=batch_size, device=device).maybe_to_stack()
+    if isinstance(src, TensorDict):
+        out = TensorDict._new_unsafe({}, batch_size, device)
+        for k, v in src._tensordict.items():
+            out._tensordict[k] = _allocate_like(v, batch_size, src_batch_dims, device)
+        return out
+    if hasattr(src, "_from_storage"):  # a tensorclass
+        return src._from_storage(_allocate_like(src._storage, batch_size, src_batch_dims, device))
+    if not isinstance(src, (list, dict)) and not hasattr(src, "batch_size"):
+        return NonTensorData(src, batch_size=batch_size, device=device)
+    raise TypeError(f"cannot allocate a new entry like a {type(src).__name__}")
+
+
 def _write_into(dest, value, key) -> None:
     """Copy ``value`` into the existing entry ``dest`` in place."""
     if isinstance(dest, torch.Tensor):
@@ -597,3 +580,6 @@ def _write_into(dest, value, key) -> None:
         dest.update_(value)
     else:
         raise TypeError(f"cannot write into entry {key!r} of type {type(dest).__name__}")
+
+
+TensorDictBase = TensorDict  # tensordict's base-class name, for isinstance checks in ported code

@@ -96,7 +96,7 @@ def test_every_op_keeps_strings_and_tensors_aligned(name):
         assert got_l == want[0] and got_m == caps[int(ids)]
     else:
         flat = NonTensorStack.from_list(got_l, batch_size=ids.shape).tolist()
-        assert out["l"].batch_size == ids.shape
+        assert out.get("l").batch_size == ids.shape
         assert _flatten(flat) == want
         assert _flatten(got_m) == [caps[i] for i in ids.reshape(-1).tolist()]
     assert out["s"] == "const"
@@ -170,8 +170,8 @@ def test_fancy_indexing_copies(index):
     before_x, before_l = td["x"].clone(), td["l"].tolist()
     f = td[index]
     f["x"].fill_(-1)
-    f["l"][0, 0] = "Q"
-    f["n", "m"][0, 0] = "Q"
+    f.get("l")[0, 0] = "Q"
+    f.get(("n", "m"))[0, 0] = "Q"
     f[0] = f[0].apply(lambda t: t * 0)
     assert torch.equal(td["x"], before_x)
     assert td["l"].tolist() == before_l
@@ -184,7 +184,7 @@ def test_expand_is_a_view():
     assert e.batch_size == torch.Size([1000, 3])
     assert e["a"].data_ptr() == td["a"].data_ptr()
     assert e["a"].stride() == (0, 1)
-    assert e["l"][999].tolist() == ["x", "y", "z"]
+    assert e.get("l")[999].tolist() == ["x", "y", "z"]
     single = TensorDict({"x": torch.zeros(3)}, []).expand(1_000_000)
     assert single["x"].stride()[0] == 0
     with pytest.raises(RuntimeError):
@@ -223,8 +223,11 @@ def test_setitem_errors():
     td = TensorDict({"x": torch.zeros(3)}, [3])
     with pytest.raises(IndexError):
         td[10] = TensorDict({"x": 1.0}, [])
-    with pytest.raises(KeyError, match="zz"):
-        td[0] = TensorDict({"zz": 1.0}, [])
+    td[0] = TensorDict({"zz": 1.0}, [])  # a new key is allocated (zeros), then written
+    assert td["zz"].tolist() == [1.0, 0.0, 0.0]
+    td.lock_()
+    with pytest.raises(RuntimeError, match="locked"):
+        td[0] = TensorDict({"yy": 1.0}, [])
 
 
 # -- shape-op errors ---------------------------------------------------------------------------------
@@ -272,7 +275,7 @@ def test_stack_and_cat():
     assert c.batch_size == torch.Size([4]) and c["l"].tolist() == ["a", "b", "c", "d"]
     assert torch.cat([a, b], dim=-1)["x"].tolist() == [0.0, 0.0, 1.0, 1.0]
     # a stack shares no state with its items
-    st["l"][0, 0] = "Z"
+    st.get("l")[0, 0] = "Z"
     assert a["l"].tolist() == ["a", "b"]
 
 

@@ -222,8 +222,24 @@ def bench_conversations(n: int, work: Path, scales, columns=False):
         if k == 1:
             _, dts = timeit(lambda: _as_list(loaded["content"]))
             row(f"read all contents [{n}]", dts[0], "s", "", f"{n_msgs} strings decoded")
+            bench_load_read_all(p, n)
         del loaded
         gc.collect()
+
+
+def _load_read_all(p: Path, n: int):
+    """``load_memmap`` then every conversation read one by one (the path a data loader takes):
+    what load-time validation (issue 17) must keep cheap."""
+    loaded = load_memmap(p)
+    for i in range(n):
+        read_one(loaded, i)
+    return loaded
+
+
+def bench_load_read_all(p: Path, n: int, repeat: int = 7):
+    _, dts = timeit(lambda: _load_read_all(p, n), repeat=repeat)
+    row(f"load_memmap + read every conversation [{n}] (best of {repeat})", min(dts), "s", "",
+        f"median {statistics.median(dts):.3f} s; r[i] + content/role .tolist() for every i")
 
 
 def bench_big(work: Path, gib: float):

@@ -49,35 +49,39 @@ def _raw_key_ok(key: str, is_dir: bool) -> bool:
     return not (is_dir and key in ("", ".", ".."))
 
 
-def _member_path(folder: Path, key: str, suffix: str, is_dir: bool) -> Path:
-    enc = folder / (td_encode_key(key) + suffix)
-    if enc.exists() or not _raw_key_ok(key, is_dir):
+def _member_name(folder, key: str, suffix: str, is_dir: bool) -> str:
+    enc = td_encode_key(key) + suffix
+    if folder.exists(enc) or not _raw_key_ok(key, is_dir):
         return enc
-    raw = folder / (key + suffix)  # older tensordict wrote raw keys
-    return raw if raw.exists() else enc
+    raw = key + suffix  # older tensordict wrote raw keys
+    return raw if folder.exists(raw) else enc
 
 
-def _refuse_pickles(folder: Path, meta: dict) -> None:
+def _refuse_pickles(folder, meta: dict) -> None:
     for name in ("other.pickle", "pickle.pkl"):
-        if (folder / name).exists():
+        if folder.exists(name):
             raise FormatError(
-                f"{folder / name}: this entry was pickled by tensordict; chatdata never unpickles "
+                f"{folder.path / name}: this entry was pickled by tensordict; chatdata never unpickles "
                 "(loading a pickle can run arbitrary code). Re-save it from tensordict with "
                 "JSON-serialisable values"
             )
     if meta.get("data") == "pickle.pkl":
-        raise FormatError(f"{folder / 'meta.json'}: its data points to a pickle; chatdata never unpickles")
+        raise FormatError(f"{folder.path / 'meta.json'}: its data points to a pickle; chatdata never unpickles")
 
 
-def _class_path(type_str) -> str:
+def _class_path(type_str, where) -> str:
     if not isinstance(type_str, str) or not type_str.startswith("<class '") or not type_str.endswith("'>"):
-        raise FormatError(f"unrecognised _type {type_str!r}")
+        raise FormatError(
+            f"{where}: unrecognised _type {type_str!r}: not a chatdata folder (its 'format' field is "
+            "missing or wrong) and not a tensordict one"
+        )
     return type_str[len("<class '") : -2]
 
 
-def load_foreign(folder: Path, meta: dict, reader):
-    """Load a tensordict/torchrl folder (see the module docstring)."""
-    where = folder / "meta.json"
+def load_foreign(folder, meta: dict, reader):
+    """Load a tensordict/torchrl folder (see the module docstring); ``folder`` is an opened
+    :class:`~chatdata.td.folder.Folder`."""
+    where = folder.path / "meta.json"
     typ = meta.get("_type")
     if typ is None:
         raise FormatError(f"{where}: neither a chatdata folder (no 'format') nor a tensordict one (no '_type')")
@@ -95,14 +99,14 @@ def load_foreign(folder: Path, meta: dict, reader):
         if not isinstance(data, list):
             raise FormatError(f"{where}: NonTensorStack 'data' must be a JSON list")
         return NonTensorStack.from_list(data)
-    return _load_tensorclass(folder, meta, reader, _class_path(typ))
+    return _load_tensorclass(folder, meta, reader, _class_path(typ, where))
 
 
-def _load_td(folder: Path, meta: dict, reader):
+def _load_td(folder, meta: dict, reader):
     from .convert import check_batch
     from .tensordict import TensorDict
 
-    where = folder / "meta.json"
+    where = folder.path / "meta.json"
     try:
         bs = torch.Size([int(s) for s in meta.get("shape", [])])
     except (TypeError, ValueError):
@@ -114,23 +118,26 @@ def _load_td(folder: Path, meta: dict, reader):
         if key in _FIELDS or not isinstance(m, dict):
             continue
         if "type" in m:
-            sub = _member_path(folder, key, "", True)
-            value = reader.collection(sub) if (sub / "meta.json").exists() else _missing(sub)
+            sub = _member_name(folder, key, "", True)
+            value = reader.collection(folder.sub(sub)) if folder.is_dir(sub) else _missing(folder.path / sub)
             if isinstance(value, NonTensorData) and not value.batch_size and bs:
                 value = NonTensorData(value.data, batch_size=bs)
         elif "dtype" in m and "shape" in m:
             if m.get("is_nested"):
                 raise FormatError(f"{where}: entry {key!r} is a torch.nested tensor, which chatdata does not read")
-            path = _member_path(folder, key, ".memmap", False)
+            name = _member_name(folder, key, ".memmap", False)
             n = 1
-            for s in m["shape"]:
-                n *= int(s)
-            if n == 0 and not path.exists():
+            try:
+                for s in m["shape"]:
+                    n *= int(s)
+            except (TypeError, ValueError):
+                raise FormatError(f"{where}: entry {key!r} has a bad shape {m['shape']!r}") from None
+            if n == 0 and not folder.exists(name):
                 from .persist import parse_dtype
 
                 value = torch.empty([int(s) for s in m["shape"]], dtype=parse_dtype(m["dtype"], where))
             else:
-                value = reader.tensor(folder, {"dtype": m["dtype"], "shape": m["shape"], "file": path.name}, f"{where} entry {key!r}")
+                value = reader.tensor(folder, {"dtype": m["dtype"], "shape": m["shape"], "file": name}, f"{where} entry {key!r}")
         else:
             continue
         try:
@@ -145,39 +152,38 @@ def _missing(path: Path):
     raise FormatError(f"{path / 'meta.json'} is missing (the parent folder names this entry)")
 
 
-def _load_lazy(folder: Path, meta: dict, reader):
+def _load_lazy(folder, meta: dict, reader):
     from .functional import stack
 
     dim = meta.get("stack_dim", 0)
     members = []
     i = 0
-    while (folder / str(i)).is_dir():
-        members.append(reader.collection(folder / str(i)))
+    while folder.is_dir(str(i)):
+        members.append(reader.collection(folder.sub(str(i))))
         i += 1
     if not members:
-        raise FormatError(f"{folder / 'meta.json'}: an empty lazy stack has no shape to rebuild")
+        raise FormatError(f"{folder.path / 'meta.json'}: an empty lazy stack has no shape to rebuild")
     try:
         return stack(members, dim)
     except (KeyError, ValueError, TypeError) as err:
         raise FormatError(
-            f"{folder / 'meta.json'}: cannot rebuild this lazy stack ({err}); chatdata stacks need "
+            f"{folder.path / 'meta.json'}: cannot rebuild this lazy stack ({err}); chatdata stacks need "
             "members with the same keys and shapes (or differing only in their first dim)"
         ) from None
 
 
-def _load_tensorclass(folder: Path, meta: dict, reader, class_path: str):
+def _load_tensorclass(folder, meta: dict, reader, class_path: str):
     from .persist import resolve_tensorclass
 
-    storage_dir = folder / "_tensordict"
-    if not (storage_dir / "meta.json").exists():
-        raise FormatError(f"{folder / 'meta.json'}: tensorclass {class_path} without its _tensordict/ folder")
-    storage = reader.collection(storage_dir)
+    if not folder.is_dir("_tensordict"):
+        raise FormatError(f"{folder.path / 'meta.json'}: tensorclass {class_path} without its _tensordict/ folder")
+    storage = reader.collection(folder.sub("_tensordict"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cls = resolve_tensorclass(class_path)  # torchrl's History is registered by chatdata.history
     if cls is None:
         warnings.warn(
-            f"{folder / 'meta.json'}: tensorclass {class_path} is not defined in this process; "
+            f"{folder.path / 'meta.json'}: tensorclass {class_path} is not defined in this process; "
             "loading its fields as a TensorDict",
             stacklevel=4,
         )

@@ -1,4 +1,6 @@
-"""File-system helpers for saving: an atomic folder swap and the format error type.
+"""File-system helpers for saving: an atomic folder swap, the target checks of a save (symlinked
+targets, foreign files) and the format error type. Temporary folders and their orphans live in
+:mod:`chatdata.td.tempdirs` (``find_orphans`` is re-exported here).
 
 Example:
     >>> import tempfile, pathlib
@@ -17,7 +19,10 @@ import shutil
 import uuid
 from pathlib import Path
 
-__all__ = ["atomic_replace", "FormatError"]
+from .tempdirs import find_orphans, remove_orphans
+
+__all__ = ["atomic_replace", "FormatError", "resolve_target", "check_overwritable", "find_orphans",
+           "remove_orphans"]
 
 
 class FormatError(ValueError):
@@ -65,3 +70,94 @@ def atomic_replace(src: Path, dest: Path) -> None:
     os.rename(dest, old)
     os.rename(src, dest)
     shutil.rmtree(old, ignore_errors=True)
+
+
+# -- the target of a save ------------------------------------------------------------------
+def resolve_target(path) -> Path:
+    """The folder a save to ``path`` must replace: ``path`` itself, or, when ``path`` is a
+    symbolic link (or a chain of them, dangling or not), the folder it points to. Saving
+    through a link replaces the linked folder atomically and leaves the link as it was.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "real").mkdir()
+        >>> (root / "link").symlink_to(root / "real")
+        >>> resolve_target(root / "link") == (root / "real").resolve()
+        True
+    """
+    path = Path(path).absolute()
+    if not path.is_symlink():
+        return path
+    return Path(os.path.realpath(path))
+
+
+_OWN_FILES = ("meta.json",)
+_OWN_SUFFIXES = (".memmap",)
+_TD_EXTRA = ("other.pickle", "pickle.pkl")  # tensordict's own files (refused on load, never foreign)
+
+
+def _is_dataset_meta(path: Path) -> bool:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(meta, dict) and (meta.get("format") == "chatdata" or "_type" in meta)
+
+
+def foreign_entry(folder: Path) -> Path | None:
+    """The first path inside ``folder`` that no chatdata or tensordict save writes (a file
+    other than ``meta.json`` / ``*.memmap``, a link, a sub-folder holding such), or None.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "notes.txt").write_text("mine")
+        >>> foreign_entry(d).name
+        'notes.txt'
+    """
+    stack = [Path(folder)]
+    while stack:
+        d = stack.pop()
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            p = Path(entry.path)
+            if entry.is_symlink():
+                return p
+            if entry.is_dir():
+                stack.append(p)
+            elif not (entry.name in _OWN_FILES or entry.name in _TD_EXTRA or entry.name.endswith(_OWN_SUFFIXES)):
+                return p
+    return None
+
+
+def check_overwritable(path: Path) -> None:
+    """Raise ``FileExistsError`` unless a save may replace ``path``: it does not exist, or it
+    is an empty folder, or a chatdata / tensordict dataset holding only its own files.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "notes.txt").write_text("mine")
+        >>> check_overwritable(d)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        FileExistsError: ...notes.txt...
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a folder; refusing to replace it")
+    if not any(path.iterdir()):
+        return
+    if not _is_dataset_meta(path / "meta.json"):
+        some = next(iter(sorted(path.iterdir())))
+        raise FileExistsError(
+            f"{path} is a non-empty folder that is not a chatdata or tensordict dataset (it holds "
+            f"{some}); a save replaces the whole folder, so it refuses: save to a new or empty folder"
+        )
+    bad = foreign_entry(path)
+    if bad is not None:
+        raise FileExistsError(
+            f"{path} holds {bad}, which is not part of a saved dataset; a save replaces the whole "
+            "folder, so it refuses: move that file away or save to another folder"
+        )

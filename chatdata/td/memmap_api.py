@@ -119,14 +119,14 @@ def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like):
                     "copy_existing=True to copy it there"
                 )
     try:
-        persist.save(self, prefix, num_threads=num_threads, like=_like, existsok=existsok)
+        # the object of this call's own save, even if another writer swaps ``prefix`` right after
+        _, out = persist.save_and_load(self, prefix, num_threads=num_threads, like=_like, existsok=existsok)
     except BaseException:
         if temporary is not None:
             import shutil
 
             shutil.rmtree(temporary, ignore_errors=True)
         raise
-    out = persist.load(prefix)
     _mark(out, prefix)
     return out, temporary
 

@@ -28,22 +28,23 @@ from __future__ import annotations
 import json
 import os
 from array import array
-import shutil
 import sys
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
-from .fsops import atomic_replace, FormatError
+from .folder import Folder
+from .fsops import FormatError, atomic_replace, check_overwritable, resolve_target
+from .integrity import LoadedRagged, check_offsets, check_version, parse_meta
+from .tempdirs import WriterTemp, remove_orphans
 from .keys import key_to_filename
 from .memmap import MemoryMappedTensor, map_file
 from .nontensor import NonTensorData, NonTensorStack
 from .pool import Pool, to_json
 from .ragged import RaggedTensorDict
 
-__all__ = ["save", "load", "FormatError", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["save", "save_and_load", "load", "FormatError", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "chatdata"
 FORMAT_VERSION = 1
@@ -219,44 +220,50 @@ def save(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: boo
     """Write ``obj`` to the folder ``prefix`` atomically; returns the folder's path.
 
     The tree is written into a temporary sibling folder, then swapped into place, so a crash
-    leaves either the old folder or the new one, whole.
+    leaves either the old folder or the new one, whole. See :func:`save_and_load`.
     """
-    prefix = Path(prefix).absolute()
-    if prefix.exists() and not existsok and any(prefix.iterdir()):
+    return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok, load_back=False)[0]
+
+
+def save_and_load(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True):
+    """:func:`save`, then the saved object, loaded from the files this call wrote (opened
+    before they are swapped into place), never from what another writer put at ``prefix``
+    since. Returns ``(path, loaded)``."""
+    return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok, load_back=True)
+
+
+# -- the save protocol (issue 17 / 15): target checks, locked temp folder, orphans, swap ----
+def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, load_back: bool):
+    prefix = resolve_target(prefix)  # a link to a folder: replace the folder it points to
+    if prefix.is_dir() and not existsok and any(prefix.iterdir()):
         raise FileExistsError(f"{prefix} already holds data; pass existsok=True to overwrite it")
+    check_overwritable(prefix)  # never delete files that are not a dataset's own
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    tmp = prefix.parent / f".{prefix.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
+    remove_orphans(prefix)  # temp folders of earlier saves to prefix whose writer died
+    loaded = None
+    with WriterTemp(prefix) as tmp:
         w = _Writer(num_threads, like)
-        _write_collection(obj, tmp, w)
+        _write_collection(obj, tmp.data, w)
         w.run()
-        atomic_replace(tmp, prefix)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return prefix
+        if load_back:
+            loaded = _load_folder(Folder.open(tmp.data), prefix)
+        atomic_replace(tmp.data, prefix)
+    return prefix, loaded
+
+
+def _load_folder(root: Folder, shown_as: Path, device=None, fake: bool = False):
+    root.path = Path(shown_as)
+    try:
+        return _Reader(device, fake=fake).collection(root)
+    finally:
+        root.close()
 
 
 # -- reading ------------------------------------------------------------------------------
-def _read_meta(folder: Path) -> dict:
-    path = folder / "meta.json"
-    if not path.is_file():
-        if not folder.exists():
-            raise FileNotFoundError(f"no saved collection at {folder}: the folder does not exist")
-        if folder.is_file():
-            raise FormatError(
-                f"{folder} is a file, not a saved folder (single-file archives such as "
-                "tensordict's .tdz are not read; unzip it and load the folder)"
-            )
-        raise FormatError(f"{path} is missing: {folder} is not a saved collection")
-    try:
-        with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise FormatError(f"{path} is not valid JSON ({err})") from None
-    if not isinstance(meta, dict):
-        raise FormatError(f"{path} must hold a JSON object")
-    return meta
+def _read_meta(folder: Folder) -> dict:
+    if not folder.is_file("meta.json"):
+        raise FormatError(f"{folder.path / 'meta.json'} is missing: {folder.path} is not a saved collection")
+    return parse_meta(folder.read_bytes("meta.json"), folder.path / "meta.json")
 
 
 def _parse_shape(value, where, what="shape") -> list:
@@ -265,16 +272,15 @@ def _parse_shape(value, where, what="shape") -> list:
     return value
 
 
-def _safe_child(folder: Path, name, where) -> Path:
+def _safe_name(name, where) -> str:
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
         raise FormatError(f"{where}: file name {name!r} is not a plain name inside the folder")
-    return folder / name
+    return name
 
 
 def _map_random(path: Path, dtype: torch.dtype, numel: int) -> torch.Tensor:
-    """Map a string-column file privately (copy-on-write) for random access: ``MADV_RANDOM``
-    turns off the kernel's read-around (up to read_ahead_kb, often MBs), so reading one
-    string from a cold 10 GB column touches a page or two, not megabytes."""
+    """Map a string-column file privately (copy-on-write) with ``MADV_RANDOM`` (by path: only
+    for columns read after the load, under fake mode)."""
     import mmap
     import warnings
 
@@ -290,38 +296,42 @@ def _map_random(path: Path, dtype: torch.dtype, numel: int) -> torch.Tensor:
 
 
 class _Reader:
+    """Reads a collection tree through an opened :class:`~chatdata.td.folder.Folder`."""
+
     def __init__(self, device=None, fake: bool = False):
         self.device = None if device is None else torch.device(device)
         self.meta_device = self.device is not None and self.device.type == "meta"
         self.fake = fake
 
-    def tensor(self, folder: Path, m: dict, where: str):
+    def tensor(self, folder: Folder, m: dict, where: str):
         try:
             dtype = parse_dtype(m["dtype"], where)
             shape = _parse_shape(m["shape"], where)
-            path = _safe_child(folder, m["file"], where)
+            name = _safe_name(m["file"], where)
         except (KeyError, TypeError, ValueError) as err:
             raise FormatError(f"{where}: bad tensor description {m!r} ({err})") from None
         if self.meta_device:
             return torch.empty(shape, dtype=dtype, device="meta")
         if self.fake:
             return torch.empty(shape, dtype=dtype)
-        if not path.is_file():
-            raise FormatError(f"{where}: data file {path} is missing")
-        try:
-            t = MemoryMappedTensor(map_file(path, dtype, shape), filename=path)
-        except ValueError as err:
-            raise FormatError(f"{where}: {err}") from None
-        if os.path.getsize(path) != t.numel() * t.element_size():
-            raise FormatError(f"{where}: {path} has {os.path.getsize(path)} bytes, expected {t.numel() * t.element_size()}")
+        if not folder.is_file(name):
+            raise FormatError(f"{where}: data file {folder.path / name} is missing")
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        flat, size = folder.map(name, dtype, numel, shared=True)
+        if size != nbytes:
+            raise FormatError(f"{where}: {folder.path / name} has {size} bytes, expected {nbytes}")
+        t = MemoryMappedTensor(flat.view(shape), filename=folder.path / name)
         return t if self.device is None or self.device.type == "cpu" else t.to(self.device)
 
-    def strings(self, folder: Path, m: dict, where: str):
+    def strings(self, folder: Folder, m: dict, where: str):
         try:
             shape = _parse_shape(m["shape"], where)
             kind = m.get("encoding", "str")
-            data_path = _safe_child(folder, m["data"], where)
-            off_path = _safe_child(folder, m["offsets"], where)
+            data_name = _safe_name(m["data"], where)
+            off_name = _safe_name(m["offsets"], where)
             nbytes = int(m.get("nbytes", -1))
         except (KeyError, TypeError, ValueError) as err:
             raise FormatError(f"{where}: bad string column description ({err})") from None
@@ -330,33 +340,38 @@ class _Reader:
         n = 1
         for s in shape:
             n *= s
+        data_path, off_path = folder.path / data_name, folder.path / off_name
         if not self.meta_device:
-            for p in (data_path, off_path):
-                if not p.is_file():
-                    raise FormatError(f"{where}: data file {p} is missing")
-            if os.path.getsize(off_path) != (n + 1) * 8:
-                raise FormatError(f"{where}: {off_path} has {os.path.getsize(off_path)} bytes, expected {(n + 1) * 8}")
-            if nbytes >= 0 and os.path.getsize(data_path) != nbytes:
-                raise FormatError(f"{where}: {data_path} has {os.path.getsize(data_path)} bytes, expected {nbytes}")
+            for name in (data_name, off_name):
+                if not folder.is_file(name):
+                    raise FormatError(f"{where}: data file {folder.path / name} is missing")
+            if folder.size(off_name) != (n + 1) * 8:
+                raise FormatError(f"{where}: {off_path} has {folder.size(off_name)} bytes, expected {(n + 1) * 8}")
+            if nbytes >= 0 and folder.size(data_name) != nbytes:
+                raise FormatError(f"{where}: {data_path} has {folder.size(data_name)} bytes, expected {nbytes}")
+        if self.meta_device or self.fake:
+            def loader():
+                offsets = _map_random(off_path, torch.int64, n + 1)
+                size = os.path.getsize(data_path)
+                if int(offsets[-1]) != size or int(offsets[0]) != 0:
+                    raise FormatError(f"{where}: offsets in {off_path} do not match {data_path}")
+                return _map_random(data_path, torch.uint8, size), offsets
 
-        def loader():
-            offsets = _map_random(off_path, torch.int64, n + 1)
-            size = os.path.getsize(data_path)
+            pool = Pool.from_loader(loader, n, kind)
+        else:
+            # map now (two O(1) mmaps, through the opened folder): the column keeps the files
+            # it was loaded from even if the folder is saved over later; nothing is decoded yet
+            offsets, _ = folder.map(off_name, torch.int64, n + 1, shared=False, random=True)
+            size = folder.size(data_name)
             if int(offsets[-1]) != size or int(offsets[0]) != 0:
                 raise FormatError(f"{where}: offsets in {off_path} do not match {data_path}")
-            data = _map_random(data_path, torch.uint8, size)
-            return data, offsets
-
-        pool = Pool.from_loader(loader, n, kind)
-        if not (self.meta_device or self.fake):
-            # map now (two O(1) mmaps): the column keeps the files it was loaded from even if
-            # the folder is saved over later, exactly like the tensors; nothing is decoded yet
-            pool.data  # noqa: B018
+            data, _ = folder.map(data_name, torch.uint8, size, shared=False, random=True)
+            pool = Pool.from_packed(data, offsets, kind)
         pool._source = str(off_path)
         index = range(n) if len(shape) == 1 else torch.arange(n, dtype=torch.long).reshape(shape)
         return NonTensorStack._from_parts(index, pool, None)
 
-    def entry(self, folder: Path, m, where: str):
+    def entry(self, folder: Folder, m, where: str):
         if not isinstance(m, dict) or "kind" not in m:
             raise FormatError(f"{where}: entry description must be an object with a 'kind'")
         kind = m["kind"]
@@ -367,23 +382,22 @@ class _Reader:
         if kind == "value":
             return NonTensorData(m.get("value"), batch_size=_parse_shape(m.get("batch_size", []), where, "batch_size"))
         if kind == "collection":
-            sub = _safe_child(folder, m.get("dir"), where)
-            if not sub.is_dir():
-                raise FormatError(f"{where}: sub-folder {sub} is missing")
-            return self.collection(sub)
+            name = _safe_name(m.get("dir"), where)
+            if not folder.is_dir(name):
+                raise FormatError(f"{where}: sub-folder {folder.path / name} is missing")
+            return self.collection(folder.sub(name))
         raise FormatError(f"{where}: unknown entry kind {kind!r}")
 
-    def collection(self, folder: Path):
+    def collection(self, folder: Folder):
         from .tensordict import TensorDict
 
         meta = _read_meta(folder)
-        where = str(folder / "meta.json")
+        where = str(folder.path / "meta.json")
         if meta.get("format") != FORMAT_NAME:
             from .compat import load_foreign
 
             return load_foreign(folder, meta, self)
-        if not isinstance(meta.get("version"), int) or meta["version"] > FORMAT_VERSION:
-            raise FormatError(f"{where}: format version {meta.get('version')!r} is newer than this chatdata ({FORMAT_VERSION}); upgrade chatdata")
+        check_version(meta, where, FORMAT_VERSION)
         typ = meta.get("_type")
         if typ == "TensorDict":
             entries = meta.get("entries")
@@ -408,19 +422,50 @@ class _Reader:
                     raise FormatError(f"{where}: {err}") from None
             return td
         if typ == "ragged":
-            offsets = self.tensor(folder, meta.get("offsets", {}), f"{where} offsets")
-            values = self.entry(folder, meta.get("values"), f"{where} values")
-            if self.meta_device or self.fake:
-                return values
-            try:
-                return RaggedTensorDict(values, offsets.as_subclass(torch.Tensor))
-            except ValueError as err:
-                raise FormatError(f"{where}: {err}") from None
+            return self._ragged(folder, meta, where)
         if typ == "tensorclass":
-            storage = self.collection(_safe_child(folder, meta.get("storage", "_storage"), where))
+            storage = self.collection(folder.sub(_safe_name(meta.get("storage", "_storage"), where)))
+            _check_batch_field(meta, list(storage.batch_size), where)
             cls = resolve_tensorclass(meta.get("class"))
-            return cls._from_storage(storage) if cls is not None else storage
+            if cls is None:
+                return storage
+            check = getattr(cls, "_check_loaded", None)
+            if check is not None and not (self.meta_device or self.fake):
+                check(storage, folder.path / meta.get("storage", "_storage"))  # raises FormatError
+            return cls._from_storage(storage)
         raise FormatError(f"{where}: unknown collection type {typ!r}")
+
+    def _ragged(self, folder: Folder, meta: dict, where: str):
+        """A ragged stack: O(1) checks now, the offsets' one vectorised pass on first read."""
+        offsets = self.tensor(folder, meta.get("offsets", {}), f"{where} offsets")
+        values = self.entry(folder, meta.get("values"), f"{where} values")
+        if self.meta_device or self.fake:
+            return values
+        vbs = getattr(values, "batch_size", None)
+        if isinstance(values, torch.Tensor) or vbs is None or len(vbs) < 1 or (
+                isinstance(values, NonTensorData) and not vbs):
+            raise FormatError(f"{where}: the values of a ragged stack must be a collection with a batch dim "
+                              f"(got a {type(values).__name__} of batch size {list(vbs) if vbs is not None else None})")
+        if offsets.dtype != torch.int64 or offsets.ndim != 1:
+            raise FormatError(f"{where}: offsets must be a 1-D int64 tensor")
+        off_path = getattr(offsets, "filename", None) or where
+        offsets = offsets.as_subclass(torch.Tensor)
+        total = vbs[0]
+        try:
+            r = LoadedRagged(values, offsets, [lambda: check_offsets(offsets, total, off_path)])
+        except ValueError as err:
+            raise FormatError(f"{where}: {err} (offsets in {off_path})") from None
+        _check_batch_field(meta, [offsets.numel() - 1, -1, *list(vbs)[1:]], where)
+        return r
+
+
+def _check_batch_field(meta: dict, expected: list, where) -> None:
+    """The ``batch_size`` a ragged stack or tensorclass records must be the one its parts give."""
+    if "batch_size" not in meta:
+        return  # optional: the parts give it
+    bs = meta["batch_size"]
+    if not isinstance(bs, list) or [type(b) for b in bs] != [int] * len(bs) or bs != expected:
+        raise FormatError(f"{where}: batch_size {bs!r} is corrupt: the data it describes has batch size {expected}")
 
 
 def resolve_tensorclass(path):
@@ -441,8 +486,29 @@ def resolve_tensorclass(path):
 
 
 def load(prefix, device=None, *, fake: bool = False):
-    """Load the collection saved in ``prefix`` (lazily: files are mapped, not read)."""
-    return _Reader(device, fake=fake).collection(Path(prefix))
+    """Load the collection saved in ``prefix`` (lazily: files are mapped, not read).
+
+    The folder is opened once and every file is read through it, so a concurrent save to
+    ``prefix`` cannot mix two saves into one object; if that save removed the folder being
+    read, the load starts again on the new one.
+    """
+    prefix = Path(prefix)
+    for attempt in range(_LOAD_ATTEMPTS):
+        root = Folder.open(prefix)
+        try:
+            return _load_folder(root, prefix, device, fake)
+        except (FormatError, FileNotFoundError):
+            if attempt + 1 < _LOAD_ATTEMPTS and _was_replaced(prefix, root):
+                continue
+            raise
+
+
+_LOAD_ATTEMPTS = 20
+
+
+def _was_replaced(prefix: Path, root: Folder) -> bool:
+    root.path = prefix
+    return root.replaced()
 
 
 def _fake_mode_active() -> bool:

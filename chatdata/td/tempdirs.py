@@ -1,0 +1,197 @@
+"""Temporary folders of saves: short names, a writer lock, and finding the orphans of dead writers.
+
+A save writes into ``.<name[:24]>.tmp-<12 hex>/data/`` beside its target and swaps that folder
+into place. The temporary folder also holds ``writer.lock``: the writer creates it, takes an
+exclusive ``flock`` on it for as long as it works, and records its target's name, its pid and
+its host. The kernel drops the lock when the writer dies (even by SIGKILL), so a temporary
+folder whose lock can be taken belongs to a writer that is gone: an *orphan*. A live writer's
+folder is never an orphan: its lock is held.
+
+The name stays short whatever the target's length (a 250-character target still fits in 255
+bytes); the full target name is in the lock file, so orphans are matched to their target
+exactly.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> with WriterTemp(root / "ds") as tmp:
+    ...     _ = (tmp.data / "meta.json").write_text("{}")
+    ...     find_orphans(root / "ds")   # our own folder is live: not an orphan
+    []
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no orphan detection
+    fcntl = None
+
+__all__ = ["WriterTemp", "find_orphans", "remove_orphans", "temp_name"]
+
+LOCK_NAME = "writer.lock"
+_TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.tmp-[0-9a-f]{12}$")
+_STEM_CHARS = 24
+# a temporary folder without a readable lock is the rest of a writer killed in the few
+# microseconds between creating the folder and locking it; it is an orphan once this old
+_UNLOCKED_GRACE_S = 60.0
+# folders left by chatdata versions that had no lock file: orphans once untouched this long
+_LEGACY_GRACE_S = 600.0
+
+
+def temp_name(target_name: str) -> str:
+    """The short, hidden name of a temporary folder for ``target_name``.
+
+    Example:
+        >>> len(temp_name("x" * 250)) <= 42
+        True
+    """
+    return f".{target_name[:_STEM_CHARS]}.tmp-{uuid.uuid4().hex[:12]}"
+
+
+class WriterTemp:
+    """A locked temporary folder beside ``target``; ``.data`` is where the save is written.
+
+    Use as a context manager: on exit the folder is removed (whatever it then holds: nothing
+    after a successful swap, the old data after an exchange, or a failed save's files).
+    """
+
+    def __init__(self, target):
+        self.target = Path(target)
+        self.path = self.target.parent / temp_name(self.target.name)
+        self.data = self.path / "data"
+        self._fd = None
+
+    def __enter__(self) -> "WriterTemp":
+        os.mkdir(self.path)
+        try:
+            self._fd = os.open(self.path / LOCK_NAME, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o644)
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            info = {"target": self.target.name, "pid": os.getpid(), "host": socket.gethostname()}
+            os.write(self._fd, json.dumps(info).encode("utf-8", "surrogatepass"))
+            os.mkdir(self.data)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock (last: the folder is gone by now)
+            self._fd = None
+
+
+def _lock_owner(folder: Path):
+    """``(state, info)``: state is "live" (lock held), "dead" (lock free, info read), or
+    "unknown" (no lock file or no info in it yet)."""
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return "unknown", None
+    try:
+        if fcntl is None:
+            return "live", None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return "live", None
+        raw = os.read(fd, 1 << 16)
+        try:
+            info = json.loads(raw.decode("utf-8", "surrogatepass"))
+        except ValueError:
+            return "unknown", None
+        return ("dead", info) if isinstance(info, dict) else ("unknown", None)
+    finally:
+        os.close(fd)
+
+
+def _age(folder: Path, deep: bool = False) -> float:
+    try:
+        newest = folder.lstat().st_mtime
+        if deep:
+            for root, dirs, files in os.walk(folder):
+                for name in dirs + files:
+                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+    except OSError:
+        return 0.0
+    return time.time() - newest
+
+
+def find_orphans(path) -> list[Path]:
+    """The temporary folders left beside dataset ``path`` by saves whose writer is gone.
+
+    A folder is an orphan when its writer lock can be taken (the writer died) and it names
+    ``path`` as its target; a folder of a live writer (this or another process) never is.
+    Folders that old chatdata versions left (``.<name>.tmp-*`` without a lock) count when
+    untouched for 10 minutes.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> find_orphans(pathlib.Path(tempfile.mkdtemp()) / "ds")
+        []
+    """
+    path = Path(path).absolute()
+    name, parent = path.name, path.parent
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        m = _TEMP_RE.match(entry.name)
+        if m is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        folder = Path(entry.path)
+        state, info = _lock_owner(folder)
+        if state == "live":
+            continue
+        if state == "dead":
+            if info.get("target") == name:
+                out.append(folder)
+            continue
+        if (folder / LOCK_NAME).exists() or (folder / "data").is_dir():
+            # a lock without its info, or a folder killed before its lock existed
+            if name.startswith(m["stem"]) and m["stem"] == name[:_STEM_CHARS] and _age(folder) > _UNLOCKED_GRACE_S:
+                out.append(folder)
+            continue
+        if m["stem"] == name and (folder / "meta.json").exists() and _age(folder, deep=True) > _LEGACY_GRACE_S:
+            out.append(folder)  # a legacy temporary folder (the data itself, no lock)
+    return sorted(out)
+
+
+def remove_orphans(path) -> list[Path]:
+    """Delete :func:`find_orphans` ``(path)``; returns what was removed.
+
+    Each folder's lock is taken (exclusively, without waiting) while it is deleted, so a
+    writer that is alive after all keeps its folder.
+    """
+    removed = []
+    for folder in find_orphans(path):
+        fd = None
+        try:
+            fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except FileNotFoundError:
+            pass  # legacy folder, or one whose writer was killed before it made the lock
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+            continue  # someone holds it now
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return removed

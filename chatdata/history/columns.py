@@ -34,6 +34,7 @@ import torch
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td.pool import Pool
 from .content import check_parts
+from .message_checks import content_rule_error, json_value_error, text_error
 
 __all__ = ["FIELDS", "build_storage", "storage_to_chats", "column", "normalize_storage", "FLAGS_KEY"]
 
@@ -100,6 +101,29 @@ def _first_error(flat: list, offsets: list[int] | None) -> str:
     return "invalid chats"  # pragma: no cover - callers only get here after a failed check
 
 
+def _check_texts(texts: list, field: str, offsets, full: list | None = None) -> None:
+    """Refuse lone surrogates in str values (one O(1) ASCII test per value, a scan only for
+    non-ASCII text); ``full`` maps the positions back when ``texts`` is a subset."""
+    if all(map(str.isascii, texts)):
+        return
+    items = enumerate(full) if full is not None else enumerate(texts)
+    for i, t in items:
+        if type(t) is str:
+            err = text_error(t, field)
+            if err is not None:
+                raise ValueError(f"{_where(*_locate(i, offsets))}: {err}")
+
+
+def _check_json(key, value, i: int, offsets) -> None:
+    """A message key and its value must round-trip through a save exactly."""
+    if type(key) is not str:
+        err = f"the message key {key!r} ({type(key).__name__}) is not a str; a save would turn it into one"
+    else:
+        err = text_error(key, f"the message key {key!r}") or json_value_error(value, repr(key))
+    if err is not None:
+        raise ValueError(f"{_where(*_locate(i, offsets))}: {err}")
+
+
 def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
     """The History columns (a TensorDict of batch ``(len(flat),)``) for the messages ``flat``,
     in one pass per column. ``offsets`` (chat boundaries) only serve error messages.
@@ -113,6 +137,7 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
         raise ValueError(_first_error(flat, offsets)) from None
     if n and set(map(type, roles)) != {str}:
         raise ValueError(_first_error(flat, offsets))
+    _check_texts(roles, "'role'", offsets)
     try:
         contents = [m["content"] for m in flat]
     except KeyError:
@@ -126,13 +151,17 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
             if c is _MISSING:
                 contents[i] = None
                 absent.append(i)
-            elif c is not None:
-                err = check_parts(c)
-                if err is not None:
-                    raise ValueError(f"{_where(*_locate(i, offsets))}: {err}")
+            if c is None or c is _MISSING:
+                err = content_rule_error(flat[i], None) if isinstance(flat[i], Mapping) else None
+            else:
+                err = check_parts(c) or json_value_error(c, "'content'")
+            if err is not None:
+                raise ValueError(f"{_where(*_locate(i, offsets))}: {err}")
+        _check_texts([c for c in contents if type(c) is str], "'content'", offsets, contents)
         flags = torch.from_numpy(np.zeros(n, dtype=np.int8))
         flags[absent] = CONTENT_ABSENT
     if flags is None:
+        _check_texts(contents, "'content'", offsets)
         flags = torch.from_numpy(np.zeros(n, dtype=np.int8))
         n_base = 2
         try:
@@ -155,6 +184,8 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
             bits = int(fl[i])
             extra = None
             for k, v in m.items():
+                if k not in ("role", "content"):
+                    _check_json(k, v, i, offsets)
                 if k in _KNOWN:
                     if k == "is_complete":
                         if type(v) is not bool:
@@ -233,6 +264,11 @@ def rows_to_messages(td: TensorDict) -> list[dict]:
         (td._tensordict.get(k) is None or td._tensordict[k].data is DEFAULTS[k])
         for k in ("is_complete", "tool_calls", "tool_responses", "extra")
     )
+    content_col = td._tensordict.get("content")
+    if isinstance(content_col, NonTensorStack) and content_col._pool.kind == "json":
+        for c in contents:  # a JSON column may hold any JSON value: only str, None, parts are content
+            if type(c) not in (str, list, type(None)):
+                _corrupt(td, "content", f"a content value is a {type(c).__name__}")
     if simple:
         return [{"role": r, "content": c} for r, c in zip(roles, contents)]
     flags = column(td, FLAGS_KEY)
@@ -242,6 +278,9 @@ def rows_to_messages(td: TensorDict) -> list[dict]:
     extras = column(td, "extra")
     out = []
     for r, c, f, d, tc, tr, ex in zip(roles, contents, flags, done, calls, resps, extras):
+        if (type(d) is not bool or (tc is not None and type(tc) is not list) or (tr is not None and type(tr) is not list)
+                or (ex is not None and type(ex) is not dict) or (f & CONTENT_ABSENT and c is not None)):
+            _check_row(td, c, f, d, tc, tr, ex)
         m = {"role": r}
         if not f & CONTENT_ABSENT:
             m["content"] = c
@@ -255,6 +294,27 @@ def rows_to_messages(td: TensorDict) -> list[dict]:
             m.update(ex)
         out.append(m)
     return out
+
+
+def _corrupt(td: TensorDict, name: str, what: str):
+    from ..td import FormatError
+
+    entry = td._tensordict.get(name)
+    source = getattr(getattr(entry, "_pool", None), "_source", None) or getattr(entry, "filename", None)
+    raise FormatError(f"{source or f'History column {name!r}'}: corrupt History column {name!r}: {what}")
+
+
+def _check_row(td, c, f, d, tc, tr, ex) -> None:
+    """Name the column of a loaded message whose value no History can hold."""
+    if type(d) is not bool:
+        _corrupt(td, "is_complete", f"a value is a {type(d).__name__}, not a bool")
+    for name, v in (("tool_calls", tc), ("tool_responses", tr)):
+        if v is not None and type(v) is not list:
+            _corrupt(td, name, f"a value is a {type(v).__name__}, not a list or null")
+    if ex is not None and type(ex) is not dict:
+        _corrupt(td, "extra", f"a value is a {type(ex).__name__}, not an object or null")
+    if f & CONTENT_ABSENT and c is not None:
+        _corrupt(td, FLAGS_KEY, f"flags {f} mark a message without content, but its content is {c!r:.40}")
 
 
 def _nest(flat: list, shape) -> list:

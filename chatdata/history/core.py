@@ -162,6 +162,14 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         body = ",\n".join(lines)
         return f"{type(self).__name__}(\n{indent(body)})"
 
+    @classmethod
+    def _check_loaded(cls, storage, folder) -> None:
+        """Called by the loader before a saved History is built: its schema must be a
+        History's, else a FormatError names the file (:mod:`chatdata.history.schema`)."""
+        from .schema import check_loaded_storage
+
+        check_loaded_storage(storage, folder)
+
     # -- building ------------------------------------------------------------------------
     @classmethod
     def from_chats(cls, chats) -> "History":

@@ -38,7 +38,7 @@ MESSAGES = [
     {"role": "tool", "content": "{\"ok\": true}", "tool_call_id": "c1"},
     {"role": "user", "content": [{"type": "text", "text": "parts"}]},
     {"role": "assistant", "content": "cut", "is_complete": False},
-    {"role": "user"},
+    {"role": "assistant", "reasoning_content": "no content key"},
     {"role": "system", "content": "", "name": "sys", "tool_responses": ["r"]},
 ]
 

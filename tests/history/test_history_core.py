@@ -40,7 +40,7 @@ def test_single_round_trip():
 
 def test_key_presence_is_exact():
     chat = [
-        {"role": "assistant", "tool_calls": None},  # no content key, explicit None
+        {"role": "assistant", "tool_calls": None, "reasoning_content": "r"},  # no content key, explicit None
         {"role": "assistant", "content": "x", "is_complete": True},  # explicit default
         {"role": "assistant", "content": "y", "is_complete": False},
         {"role": "tool", "content": "r", "tool_responses": ["a", "b"]},
@@ -88,6 +88,11 @@ def _message(draw):
         m["tool_responses"] = draw(st.none() | st.lists(_text, max_size=2))
     for k in draw(st.lists(_extra_key, max_size=2, unique=True)):
         m[k] = draw(_json)
+    if m.get("content") is None:  # the content rule: only an assistant turn with tool calls or reasoning may lack it
+        if m["role"] in ("system", "user", "tool"):
+            m["role"] = "assistant"
+        if m["role"] == "assistant" and not (m.get("tool_calls") or m.get("reasoning_content")):
+            m["reasoning_content"] = "r" + draw(_text)
     keys = list(m)
     order = draw(st.permutations(keys))
     return {k: m[k] for k in order}

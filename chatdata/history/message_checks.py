@@ -1,0 +1,104 @@
+"""Checks at the door (``History.from_chats``): values a save could not keep exactly are refused.
+
+A saved History keeps message values as JSON. JSON has no tuples, sets or non-string keys, so
+``{"pair": (1, 2)}`` or ``{1: "a"}`` would come back changed (``[1, 2]``, ``{"1": "a"}``). UTF-8
+cannot hold a lone surrogate (``"\\ud800"``), which Python strings can. Rather than change such
+values silently on a save, ``from_chats`` refuses them, naming the chat, the message, the field
+and the key path. The walk is iterative: a value nested 100,000 levels deep gets the same clear
+error, never a ``RecursionError``.
+
+It also applies the content rule: a ``user``, ``system`` or ``tool`` message needs content; an
+``assistant`` message may lack it only when it has tool calls or reasoning.
+
+Example:
+    >>> json_value_error({"pair": (1, 2)}, "extra")
+    "extra['pair'] is a tuple, which a save would turn into a list; use a list"
+"""
+from __future__ import annotations
+
+__all__ = ["json_value_error", "text_error", "content_rule_error", "MAX_DEPTH"]
+
+MAX_DEPTH = 512
+_SCALARS = (int, float, bool, type(None))
+_NEEDS_CONTENT = ("user", "system", "tool")
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+def text_error(s: str, field: str) -> str | None:
+    """An error if the str ``s`` holds a lone surrogate (which UTF-8 cannot store).
+
+    Example:
+        >>> text_error("ok \\ud800", "content")
+        "content holds a lone surrogate ('\\\\ud800' at index 3), which UTF-8 cannot store; fix the text's encoding (e.g. decode with errors='replace')"
+    """
+    if s.isascii():  # O(1) in CPython
+        return None
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"{field} holds a lone surrogate ({s[err.start]!r} at index {err.start}), which UTF-8 "
+                "cannot store; fix the text's encoding (e.g. decode with errors='replace')")
+    return None
+
+
+def _show(path: tuple) -> str:
+    return "".join(f"[{p!r}]" for p in path)
+
+
+def json_value_error(value, field: str) -> str | None:
+    """An error naming ``field`` and the key path of the first part of ``value`` that JSON
+    would not keep exactly (a tuple, set, non-str key, other type, lone surrogate, or more
+    than :data:`MAX_DEPTH` levels of nesting); None if ``value`` round-trips exactly.
+
+    Example:
+        >>> json_value_error({"a": [1, {True: 2}]}, "tool_calls") is not None
+        True
+    """
+    stack = [(value, ())]
+    while stack:
+        v, path = stack.pop()
+        t = type(v)
+        if t is str:
+            err = text_error(v, field + _show(path))
+            if err:
+                return err
+        elif t in _SCALARS:
+            continue
+        elif len(path) >= MAX_DEPTH:
+            return f"{field} is nested more than {MAX_DEPTH} levels deep; a save cannot keep it"
+        elif t is list:
+            stack.extend((x, (*path, i)) for i, x in enumerate(v))
+        elif t is dict:
+            for k, x in v.items():
+                if type(k) is not str:
+                    return (f"{field}{_show(path)} has the key {k!r} ({type(k).__name__}), which a save "
+                            "would turn into a string; use str keys")
+                err = text_error(k, f"{field}{_show(path)} key {k!r}")
+                if err:
+                    return err
+                stack.append((x, (*path, k)))
+        elif t is tuple:
+            return f"{field}{_show(path)} is a tuple, which a save would turn into a list; use a list"
+        else:
+            return (f"{field}{_show(path)} is a {t.__name__}, which a save cannot keep exactly (messages "
+                    "hold str, int, float, bool, None, lists and dicts with str keys)")
+    return None
+
+
+def content_rule_error(msg, content) -> str | None:
+    """The content rule for a message whose content is None or absent.
+
+    Example:
+        >>> content_rule_error({"role": "user"}, None)
+        "a 'user' message needs 'content' (got none)"
+        >>> content_rule_error({"role": "assistant", "tool_calls": [{"id": "1"}]}, None) is None
+        True
+    """
+    if content is not None:
+        return None
+    role = msg.get("role")
+    if role in _NEEDS_CONTENT:
+        return f"a {role!r} message needs 'content' (got {'None' if 'content' in msg else 'none'})"
+    if role == "assistant" and not (msg.get("tool_calls") or any(msg.get(k) for k in _REASONING_KEYS)):
+        return "an 'assistant' message without 'content' must have 'tool_calls' or 'reasoning_content'"
+    return None

@@ -1,0 +1,95 @@
+"""The schema of a saved History, checked when it loads.
+
+A History folder holds one column per field (see :mod:`chatdata.history.columns`). Loading
+checks, in O(1), that the columns are the known ones (``role`` and ``content`` required), that
+each has a kind it can have (a str column, a JSON column, a constant of the right type, a
+tensor of the right dtype) and that ``_flags`` is an int8 tensor; the flag values themselves
+(0..15) are checked in one vectorised pass on the first read. Anything else is a
+:class:`~chatdata.td.FormatError` naming the file.
+
+Example:
+    >>> h = History.from_chats([[{"role": "user", "content": "hi"}]])  # doctest: +SKIP
+    >>> check_loaded_storage(h.memmap(path)._storage, Path(path) / "_storage")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..td import FormatError, NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
+from ..td.integrity import LoadedRagged
+from ..td.tensorclass import TensorClass
+from .columns import FIELDS, FLAGS_KEY
+
+__all__ = ["check_loaded_storage", "FLAG_MAX"]
+
+FLAG_MAX = 15  # CONTENT_ABSENT | IS_COMPLETE | TOOL_CALLS | TOOL_RESPONSES
+_REQUIRED = ("role", "content")
+# per column: the Python types a constant may have, the kinds a packed column may have
+_CONST = {
+    "role": (str,), "content": (str, list, type(None)), "is_complete": (bool,),
+    "tool_calls": (list, type(None)), "tool_responses": (list, type(None)), "extra": (dict, type(None)),
+}
+_POOL_KINDS = {
+    "role": ("str",), "content": ("str", "json"), "is_complete": ("json",),
+    "tool_calls": ("json",), "tool_responses": ("json",), "extra": ("json",),
+}
+
+
+def _column_error(name: str, col) -> str | None:
+    if isinstance(col, NonTensorData):
+        if type(col.data) not in _CONST[name]:
+            return f"column {name!r} holds a constant {type(col.data).__name__} ({col.data!r:.40})"
+        return None
+    if isinstance(col, NonTensorStack):
+        kind = col._pool.kind
+        if kind not in _POOL_KINDS[name]:
+            return f"column {name!r} is a {kind} column; it must be {' or '.join(_POOL_KINDS[name])}"
+        return None
+    if isinstance(col, torch.Tensor):
+        if name == "is_complete" and col.dtype == torch.bool:
+            return None
+        return f"column {name!r} is a {col.dtype} tensor"
+    if name == "content" and isinstance(col, TensorClass):
+        return None  # ContentBase parts
+    return f"column {name!r} is a {type(col).__name__}"
+
+
+def _check_flags(flags: torch.Tensor, where) -> None:
+    if flags.numel() and bool(((flags < 0) | (flags > FLAG_MAX)).any()):
+        bad = int(((flags < 0) | (flags > FLAG_MAX)).reshape(-1).nonzero()[0])
+        raise FormatError(f"{where}: message {bad} has flag value {int(flags.reshape(-1)[bad])}; flags are 0..{FLAG_MAX}")
+
+
+def check_loaded_storage(storage, folder: Path) -> None:
+    """Raise :class:`FormatError` naming the file unless ``storage`` (just loaded from
+    ``folder``) has a History's columns; defers the flag-value pass to the first read."""
+    values = storage.values if isinstance(storage, RaggedTensorDict) else storage
+    vdir = Path(folder) / "_values" if isinstance(storage, RaggedTensorDict) else Path(folder)
+    where = vdir / "meta.json"
+    if not isinstance(values, TensorDict):
+        raise FormatError(f"{where}: a History's messages must be a TensorDict of columns, got {type(values).__name__}")
+    cols = values._tensordict
+    missing = [c for c in _REQUIRED if c not in cols]
+    if missing:
+        raise FormatError(f"{where}: a History needs the columns {list(_REQUIRED)}; {missing} missing")
+    unknown = sorted(set(cols) - set(FIELDS) - {FLAGS_KEY})
+    if unknown:
+        raise FormatError(f"{where}: unknown History columns {unknown}; known: {[*FIELDS, FLAGS_KEY]}")
+    for name, col in cols.items():
+        if name == FLAGS_KEY:
+            continue
+        err = _column_error(name, col)
+        if err is not None:
+            raise FormatError(f"{where}: {err}")
+    flags = cols.get(FLAGS_KEY)
+    if flags is None:
+        return
+    if not isinstance(flags, torch.Tensor) or flags.dtype not in (torch.int8, torch.uint8):
+        raise FormatError(f"{where}: column {FLAGS_KEY!r} must be an int8 tensor, got {getattr(flags, 'dtype', type(flags).__name__)}")
+    flags_file = getattr(flags, "filename", None) or where
+    if isinstance(storage, LoadedRagged):
+        storage.add_check(lambda: _check_flags(flags, flags_file))
+    else:
+        _check_flags(flags, flags_file)

@@ -158,7 +158,7 @@ def _whole_json(path: Path) -> bool:
                 continue
             try:
                 seen.append(json.loads(s))
-            except ValueError:
+            except (ValueError, RecursionError):
                 seen.append(_BAD)
             if len(seen) == 2:
                 break
@@ -185,6 +185,8 @@ def _records(path: Path, progress: Progress):
             doc = loads(raw)
         except ValueError as err:
             raise CLIError(f"{path}: not valid JSON ({err})") from None
+        except RecursionError:
+            raise CLIError(f"{path}: not valid JSON (nested too deeply)") from None
         del raw
         if isinstance(doc, dict):
             doc = [doc]  # one conversation
@@ -199,9 +201,12 @@ def _records(path: Path, progress: Progress):
             if line.isspace() or not line:
                 continue
             try:
-                yield None, lineno, loads(line)
+                rec = loads(line)
             except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
-                yield None, lineno, ValueError(f"invalid JSON ({err})")
+                rec = ValueError(f"invalid JSON ({err})")
+            except RecursionError:  # a value nested deeper than the parser goes: one bad line
+                rec = ValueError("invalid JSON (nested too deeply)")
+            yield None, lineno, rec
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -210,7 +215,8 @@ class ImportStats:
         self.conversations = 0
         self.messages = 0
         self.bad = 0
-        self.first_bad = None
+        self.first_bad = None  # the bad line first in file order (not first found)
+        self.first_bad_at = None
         self.seconds = 0.0
         self.bytes = 0
 
@@ -258,13 +264,13 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     bar = Progress("importing", total=size, unit="B", enabled=progress)
     name = src.name
 
-    def bad(where: str, err) -> None:
+    def bad(where: str, err, order: int) -> None:
         msg = f"{name}:{where}: {err}"
         if strict:
             raise CLIError(msg + " (--strict: nothing written)")
         stats.bad += 1
-        if stats.first_bad is None:
-            stats.first_bad = msg
+        if stats.first_bad is None or order < stats.first_bad_at:
+            stats.first_bad, stats.first_bad_at = msg, order
         if stats.bad <= MAX_REPORTED:
             report(msg)
         elif stats.bad == MAX_REPORTED + 1:
@@ -273,14 +279,16 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     def flush(writer, convs, wheres) -> None:
         try:
             h = History.from_chats(convs)
-        except ValueError:
+        except (ValueError, RecursionError):
             keep = []
-            for conv, where in zip(convs, wheres):
+            for conv, (where, order) in zip(convs, wheres):
                 try:
                     History.from_chats([conv])
                     keep.append(conv)
                 except ValueError as err:
-                    bad(where, str(err).replace("chat 0, ", ""))
+                    bad(where, str(err).replace("chat 0, ", ""), order)
+                except RecursionError:
+                    bad(where, "a value is nested too deeply", order)
             if not keep:
                 return
             h = History.from_chats(keep)
@@ -298,16 +306,16 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         for item, lineno, rec in _records(src, bar):
             where = item or f"line {lineno}"
             if isinstance(rec, ValueError):
-                bad(where, rec)
+                bad(where, rec, lineno)
                 continue
             try:
                 msgs = rec["messages"] if fmt in ("auto", "openai") and type(rec) is dict \
                     and type(rec.get("messages")) is list else to_messages(rec, fmt)
             except ValueError as err:
-                bad(where, err)
+                bad(where, err, lineno)
                 continue
             convs.append(msgs)
-            wheres.append(where)
+            wheres.append((where, lineno))
             if len(convs) >= chunk_size or bar.done - flushed_at >= chunk_bytes:
                 flush(writer, convs, wheres)
                 bar.update(items=len(convs))

@@ -117,8 +117,10 @@ def _write_tensor(t: torch.Tensor, path: Path) -> None:
 
 def _entry_value(value, where):
     try:
-        json.dumps(value, allow_nan=True)
-    except (TypeError, ValueError):
+        json.dumps(value, ensure_ascii=False, allow_nan=True).encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"cannot save {where}: {_surrogate_message(err)}") from None
+    except (TypeError, ValueError, RecursionError):
         raise TypeError(
             f"cannot save {where}: a {type(value).__name__} is not JSON-serialisable and chatdata "
             "never pickles; convert it to str, numbers, lists or dicts (e.g. with str() or "
@@ -148,6 +150,7 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
         meta.update({"_type": "TensorDict", "batch_size": list(obj.batch_size), "device": _dev(obj.device)})
         entries = {}
         for key, value in obj._tensordict.items():
+            _check_key_text(key)
             entries[key] = _collection_or_leaf(value, folder, key_to_filename(key), w, key)
         meta["entries"] = entries
     else:
@@ -191,6 +194,8 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str) -
             kind, nbytes = packed.kind, int(packed.offsets[-1]) if packed.offsets.numel() else 0
     except TypeError as err:
         raise TypeError(f"cannot save {where}: {err}") from None
+    except _SurrogateAt as err:
+        raise ValueError(f"cannot save {where}: item {err.index} {err.message}") from None
     return {
         "kind": "strings",
         "encoding": kind,
@@ -203,10 +208,14 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str) -
 
 def _write_values(values: list, data_path: Path, off_path: Path) -> tuple[str, int]:
     """Write values as a packed column (UTF-8 strings, else JSON texts) straight to the files."""
-    if all(type(v) is str for v in values):
-        kind, encoded = "str", [v.encode("utf-8", "surrogatepass") for v in values]
-    else:
-        kind, encoded = "json", [to_json(v, f" #{i}").encode("utf-8", "surrogatepass") for i, v in enumerate(values)]
+    try:  # strict UTF-8: a lone surrogate is refused (docs/format.md, "Integrity")
+        if all(type(v) is str for v in values):
+            kind, encoded = "str", [v.encode("utf-8") for v in values]
+        else:
+            kind, encoded = "json", [to_json(v, f" #{i}").encode("utf-8") for i, v in enumerate(values)]
+    except UnicodeEncodeError as err:
+        bad = next(i for i, v in enumerate(values) if _has_surrogate(v))
+        raise _SurrogateAt(bad, _surrogate_message(err)) from None
     offsets = torch.zeros(len(encoded) + 1, dtype=torch.int64)
     if encoded:
         torch.cumsum(torch.frombuffer(array("q", map(len, encoded)), dtype=torch.int64), 0, out=offsets[1:])
@@ -214,6 +223,35 @@ def _write_values(values: list, data_path: Path, off_path: Path) -> tuple[str, i
         f.writelines(encoded)
     _write_tensor(offsets, off_path)
     return kind, int(offsets[-1])
+
+
+# -- lone surrogates: refused at save with the entry named (never a raw UnicodeEncodeError) --
+class _SurrogateAt(Exception):
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index, self.message = index, message
+
+
+def _surrogate_message(err: UnicodeEncodeError) -> str:
+    return (f"holds a lone surrogate ({err.object[err.start]!r}), which UTF-8 cannot store; fix "
+            "the text's encoding (e.g. decode with errors='replace')")
+
+
+def _has_surrogate(value) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return False
+
+
+def _check_key_text(key: str) -> None:
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"cannot save the key {key!r}: it {_surrogate_message(err)}") from None
 
 
 def save(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True) -> Path:

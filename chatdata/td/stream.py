@@ -30,8 +30,6 @@ Example:
 from __future__ import annotations
 
 import json
-import shutil
-import uuid
 from array import array
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .fsops import atomic_replace
+from .fsops import atomic_replace, resolve_target
+from .tempdirs import WriterTemp, remove_orphans
 from .keys import key_to_filename
 from .nontensor import NonTensorData, NonTensorStack
 from .persist import FORMAT_NAME, FORMAT_VERSION, dtype_name
@@ -266,14 +265,16 @@ class StreamWriter:
     """
 
     def __init__(self, path, *, tensorclass=None, columns=()):
-        self.path = Path(path).absolute()
+        self.path = resolve_target(path)  # through a link: replace the folder it points to
         if self.path.exists() and not self.path.is_dir():
             raise FileExistsError(f"{self.path} exists and is not a folder")
         if isinstance(tensorclass, type):
             tensorclass = f"{tensorclass.__module__}.{tensorclass.__qualname__}"
         self.tensorclass = tensorclass
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
+        remove_orphans(self.path)  # temp folders of earlier writers to this path that died
+        self._temp = WriterTemp(self.path).__enter__()  # short, locked temp folder (tempdirs.py)
+        self.tmp = self._temp.data
         self.values_dir = self.tmp / "_storage" / "_values" if tensorclass else self.tmp / "_values"
         self.values_dir.mkdir(parents=True)
         self.ragged_dir = self.values_dir.parent
@@ -363,6 +364,7 @@ class StreamWriter:
         except BaseException:
             self.abort()
             raise
+        self._temp.__exit__(None, None, None)
         self.closed = True
         return self.path
 
@@ -374,5 +376,5 @@ class StreamWriter:
             col.close_files()
         if not self._offsets.closed:
             self._offsets.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self._temp.__exit__(None, None, None)
         self.closed = True

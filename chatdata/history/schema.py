@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..td import FormatError, NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
@@ -57,8 +58,10 @@ def _column_error(name: str, col) -> str | None:
 
 
 def _check_flags(flags: torch.Tensor, where) -> None:
-    if flags.numel() and bool(((flags < 0) | (flags > FLAG_MAX)).any()):
-        bad = int(((flags < 0) | (flags > FLAG_MAX)).reshape(-1).nonzero()[0])
+    # one single-threaded numpy pass over the bytes (negative int8 values are >= 128 as uint8)
+    raw = flags.contiguous().reshape(-1).numpy().view(np.uint8)
+    if raw.size and int(raw.max()) > FLAG_MAX:
+        bad = int(np.flatnonzero(raw > FLAG_MAX)[0])
         raise FormatError(f"{where}: message {bad} has flag value {int(flags.reshape(-1)[bad])}; flags are 0..{FLAG_MAX}")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import torch
 
 from .fsops import FormatError
@@ -64,9 +65,11 @@ def check_offsets(offsets: torch.Tensor, total: int, where) -> None:
     if int(offsets[-1]) != total:
         raise FormatError(f"{where}: offsets end at {int(offsets[-1])} but the values hold {total} rows")
     if n > 1:
-        step = offsets[1:] < offsets[:-1]
-        if bool(step.any()):
-            i = int(step.nonzero()[0]) + 1
+        # numpy: one single-threaded SIMD pass (a torch op here would start a thread pool,
+        # which on a busy machine waits on scheduling far longer than the pass itself)
+        a = offsets.numpy()
+        if bool((a[1:] < a[:-1]).any()):
+            i = int(np.flatnonzero(a[1:] < a[:-1])[0]) + 1
             raise FormatError(
                 f"{where}: offsets must not decrease (offset {i} is {int(offsets[i])}, after {int(offsets[i - 1])})"
             )
@@ -93,6 +96,17 @@ class LoadedRagged(RaggedTensorDict):
     @_offsets.setter
     def _offsets(self, value):
         self.__dict__["_raw_offsets"] = value
+
+    # O(1) shape queries use the offsets' ends, checked when the stack was built: no pass yet
+    @property
+    def batch_size(self) -> torch.Size:
+        return torch.Size([self.__dict__["_raw_offsets"].numel() - 1, -1, *self._values.batch_size[1:]])
+
+    def __len__(self) -> int:
+        return self.__dict__["_raw_offsets"].numel() - 1
+
+    def numel(self) -> int:
+        return int(self.__dict__["_raw_offsets"][-1])
 
     def _run_checks(self) -> None:
         pending = self.__dict__["_pending"]

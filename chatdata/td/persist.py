@@ -427,6 +427,12 @@ class _Reader:
         raise FormatError(f"{where}: unknown entry kind {kind!r}")
 
     def collection(self, folder: Folder):
+        try:
+            return self._collection(folder)
+        finally:
+            folder.close()  # every file is mapped by now: no descriptor stays open per sub-folder
+
+    def _collection(self, folder: Folder):
         from .tensordict import TensorDict
 
         meta = _read_meta(folder)

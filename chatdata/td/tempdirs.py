@@ -159,12 +159,11 @@ def find_orphans(path) -> list[Path]:
             if info.get("target") == name:
                 out.append(folder)
             continue
-        if (folder / LOCK_NAME).exists() or (folder / "data").is_dir():
-            # a lock without its info, or a folder killed before its lock existed
-            if name.startswith(m["stem"]) and m["stem"] == name[:_STEM_CHARS] and _age(folder) > _UNLOCKED_GRACE_S:
+        if not (folder / "meta.json").exists():
+            # a lock without its info, or a folder whose writer died before it made its lock
+            if m["stem"] == name[:_STEM_CHARS] and _age(folder) > _UNLOCKED_GRACE_S:
                 out.append(folder)
-            continue
-        if m["stem"] == name and (folder / "meta.json").exists() and _age(folder, deep=True) > _LEGACY_GRACE_S:
+        elif m["stem"] == name and _age(folder, deep=True) > _LEGACY_GRACE_S:
             out.append(folder)  # a legacy temporary folder (the data itself, no lock)
     return sorted(out)
 

@@ -75,8 +75,11 @@ class Folder:
             self.fd = -1
 
     def replaced(self) -> bool:
-        """True when the path now names another folder than the one opened (a save swapped it)."""
+        """True when the path now names another folder than the one opened (a save swapped it),
+        or the opened folder was deleted (its inode number may then be reused: checked first)."""
         try:
+            if self.fd >= 0 and os.fstat(self.fd).st_nlink == 0:
+                return True
             a, b = os.stat(self.path), self.stat_opened
         except OSError:
             return True

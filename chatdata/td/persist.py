@@ -292,7 +292,7 @@ def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, load_bac
 def _load_folder(root: Folder, shown_as: Path, device=None, fake: bool = False):
     root.path = Path(shown_as)
     try:
-        return _Reader(device, fake=fake).collection(root)
+        return _Reader(device, fake=fake).collection(root, close=False)
     finally:
         root.close()
 
@@ -426,11 +426,12 @@ class _Reader:
             return self.collection(folder.sub(name))
         raise FormatError(f"{where}: unknown entry kind {kind!r}")
 
-    def collection(self, folder: Folder):
+    def collection(self, folder: Folder, close: bool = True):
         try:
             return self._collection(folder)
         finally:
-            folder.close()  # every file is mapped by now: no descriptor stays open per sub-folder
+            if close:
+                folder.close()  # every file is mapped by now: no descriptor stays open per sub-folder
 
     def _collection(self, folder: Folder):
         from .tensordict import TensorDict
@@ -539,20 +540,18 @@ def load(prefix, device=None, *, fake: bool = False):
     prefix = Path(prefix)
     for attempt in range(_LOAD_ATTEMPTS):
         root = Folder.open(prefix)
+        root.path = prefix
         try:
-            return _load_folder(root, prefix, device, fake)
+            return _Reader(device, fake=fake).collection(root, close=False)
         except (FormatError, FileNotFoundError):
-            if attempt + 1 < _LOAD_ATTEMPTS and _was_replaced(prefix, root):
-                continue
+            if attempt + 1 < _LOAD_ATTEMPTS and root.replaced():
+                continue  # a save swapped the folder (and is deleting the one we opened): again
             raise
+        finally:
+            root.close()
 
 
-_LOAD_ATTEMPTS = 20
-
-
-def _was_replaced(prefix: Path, root: Folder) -> bool:
-    root.path = prefix
-    return root.replaced()
+_LOAD_ATTEMPTS = 50
 
 
 def _fake_mode_active() -> bool:

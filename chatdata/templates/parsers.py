@@ -7,13 +7,20 @@ engine (:func:`parse_with_spec`) walks the text with those patterns.
 
 Representation: messages are ``{"role", "content"}``; assistant tool calls written as
 ``<tool_call>{json}</tool_call>`` (qwen) come back as ``"tool_calls": [{"name", "arguments"}]``
-and are removed from the content. A user turn that consists only of ``<tool_response>``
+and are removed from the content (Mistral's ``[TOOL_CALLS][...]`` lists and Llama 3's bare
+``{"name", "parameters"}`` JSON too). Families whose templates write reasoning inline
+(``<think>...</think>``, Qwen3, QwQ, DeepSeek-R1) give it back as ``"reasoning_content"``. A user turn that consists only of ``<tool_response>``
 blocks (what qwen writes for consecutive ``role="tool"`` messages) comes back as one
 ``{"role": "tool", "content": ...}`` message per block, so ``parse(render(chat)) == chat``
 for chats whose tool calls are given as ``{"name", "arguments"}`` dicts. A user turn that
 mixes text and tool responses keeps the text as content and lists the blocks under
 ``"tool_responses"``. An unterminated final message gets ``"is_complete": False``.
 Malformed tool-call JSON raises ``ValueError`` naming the message.
+
+Generated text (one assistant response, as a policy samples it after the generation prompt)
+is parsed by :func:`parse_response` with the same table entry; :func:`parser_for_template`
+picks the entry for any template source: the registered template's own parser, else the first
+family of :data:`FAMILIES` whose ``detect`` markers all occur in the source.
 """
 from __future__ import annotations
 
@@ -45,6 +52,9 @@ class ParserSpec:
     role_map: dict = field(default_factory=dict)
     tool_call: str | None = None  # regex with one group holding a JSON {"name", "arguments"}
     tool_response: str | None = None  # regex with one group holding one tool response
+    reasoning: str | None = None  # regex matched at the start of an assistant content: group 1 = reasoning
+    stop: str | None = None  # regex of the end-of-turn marker(s) a generated response ends with
+    detect: tuple[str, ...] = ()  # markers that all occur in a template source of this family
 
     def compiled(self):
         return _compile(self)
@@ -61,28 +71,60 @@ def _compile(spec: ParserSpec):
             [(role, re.compile(p, re.S)) for role, p in spec.turns],
             re.compile(spec.tool_call, re.S) if spec.tool_call else None,
             re.compile(spec.tool_response, re.S) if spec.tool_response else None,
+            re.compile(spec.reasoning, re.S) if spec.reasoning else None,
+            re.compile(spec.stop, re.S) if spec.stop else None,
         )
     return _COMPILED[key]
 
 
+def _one_call(call: Any, raw: str, index: int) -> dict:
+    if not isinstance(call, dict) or "name" not in call:
+        raise ValueError(f"message {index}: tool call without a name: {raw!r}")
+    args = call["arguments"] if "arguments" in call else call.get("parameters", {})
+    out = {"name": call["name"], "arguments": args}
+    if "id" in call:
+        out["id"] = call["id"]
+    return out
+
+
 def _tool_calls(content: str, pattern: re.Pattern, index: int) -> tuple[str, list[dict]]:
+    """Remove the tool-call blocks from ``content``; each block's group 1 is a JSON object or a
+    JSON list of objects ``{"name", "arguments" | "parameters"[, "id"]}``."""
     calls = []
     for m in pattern.finditer(content):
         try:
             call = json.loads(m.group(1))
         except json.JSONDecodeError as err:
             raise ValueError(f"message {index}: malformed tool-call JSON {m.group(1)!r}: {err}") from None
-        if not isinstance(call, dict) or "name" not in call:
-            raise ValueError(f"message {index}: tool call without a name: {m.group(1)!r}")
-        calls.append({"name": call["name"], "arguments": call.get("arguments", {})})
+        for c in call if isinstance(call, list) else [call]:
+            calls.append(_one_call(c, m.group(1), index))
     return pattern.sub("", content), calls
 
 
-def _expand(msg: dict, spec_c, index: int) -> list[dict]:
-    _, _, call_re, resp_re = spec_c
-    if msg["role"] == "assistant" and call_re is not None and call_re.search(msg["content"]):
-        content, calls = _tool_calls(msg["content"], call_re, index)
+def _split_reasoning(content: str, pattern: re.Pattern) -> tuple[str | None, str]:
+    m = pattern.match(content)
+    if m is None:
+        return None, content
+    return m.group(1).strip("\n"), content[m.end():].lstrip("\n")
+
+
+def _assistant_fields(msg: dict, spec_c, index: int) -> dict:
+    call_re, reason_re = spec_c[2], spec_c[4]
+    content = msg["content"]
+    if reason_re is not None:
+        reasoning, content = _split_reasoning(content, reason_re)
+        if reasoning is not None:
+            msg = {**msg, "content": content, "reasoning_content": reasoning}
+    if call_re is not None and call_re.search(content):
+        content, calls = _tool_calls(content, call_re, index)
         msg = {**msg, "content": content, "tool_calls": calls}
+    return msg
+
+
+def _expand(msg: dict, spec_c, index: int) -> list[dict]:
+    resp_re = spec_c[3]
+    if msg["role"] == "assistant":
+        msg = _assistant_fields(msg, spec_c, index)
     elif msg["role"] == "user" and resp_re is not None and resp_re.search(msg["content"]):
         blocks = resp_re.findall(msg["content"])
         rest = resp_re.sub("", msg["content"])
@@ -123,19 +165,29 @@ def parse_with_spec(text: str, spec: ParserSpec) -> list[dict]:
 
 
 _CHATML_TURN = r"<\|im_start\|>(?P<role>[^\n]*)\n(?P<content>.*?)(?:(?P<end><\|im_end\|>|<\|endoftext\|>)\n?|\Z)"
+_CHATML_STOP = r"<\|im_end\|>|<\|endoftext\|>"
+_HERMES_CALL = r"\n?<tool_call>\n?(.*?)\n?</tool_call>"
+_HERMES_RESPONSE = r"\n?<tool_response>\n(.*?)\n</tool_response>"
+_THINK = r"\s*(?:<think>)?(.*?)</think>"  # the generation prompt may already hold ``<think>``
 
 BUILTIN_PARSERS = {
-    "chatml_format": ParserSpec("chatml_format", turns=((None, _CHATML_TURN),)),
+    "chatml_format": ParserSpec("chatml_format", turns=((None, _CHATML_TURN),), stop=_CHATML_STOP,
+                                detect=("<|im_start|>",)),
     "qwen": ParserSpec(
-        "qwen", turns=((None, _CHATML_TURN),),
-        tool_call=r"\n?<tool_call>\n(.*?)\n</tool_call>",
-        tool_response=r"\n?<tool_response>\n(.*?)\n</tool_response>",
+        "qwen", turns=((None, _CHATML_TURN),), stop=_CHATML_STOP,
+        tool_call=r"\n?<tool_call>\n(.*?)\n</tool_call>", tool_response=_HERMES_RESPONSE,
+        detect=("<|im_start|>", "<tool_call>"),
+    ),
+    "qwen_reasoning": ParserSpec(  # Qwen3, QwQ, DeepSeek-R1 distills on ChatML: inline <think>
+        "qwen_reasoning", turns=((None, _CHATML_TURN),), stop=_CHATML_STOP, tool_call=_HERMES_CALL,
+        tool_response=_HERMES_RESPONSE, reasoning=_THINK, detect=("<|im_start|>", "</think>"),
     ),
     "llama3": ParserSpec(
         "llama3", prefix=r"<\|begin_of_text\|>",
         turns=((None, r"<\|start_header_id\|>(?P<role>.+?)<\|end_header_id\|>\n\n(?P<content>.*?)"
                       r"(?:(?P<end><\|eot_id\|>|<\|eom_id\|>)|\Z)"),),
-        role_map={"ipython": "tool"},
+        role_map={"ipython": "tool"}, stop=r"<\|eot_id\|>|<\|eom_id\|>",
+        tool_call=r'\A\s*(\{"name":.*\})\s*\Z', detect=("<|start_header_id|>",),
     ),
     "mistral": ParserSpec(
         "mistral", prefix=r"<s>",
@@ -144,6 +196,12 @@ BUILTIN_PARSERS = {
             ("tool", r"\[TOOL_RESULTS\](?P<content>.*?)(?:(?P<end>\[/TOOL_RESULTS\])|\Z)"),
             ("assistant", r"(?P<content>.*?)(?:(?P<end></s>)|(?=\[INST\]|\[TOOL_RESULTS\])|\Z)"),
         ),
+        stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",),
+    ),
+    "gemma": ParserSpec(
+        "gemma", prefix=r"<bos>",
+        turns=((None, r"<start_of_turn>(?P<role>\w+)\n(?P<content>.*?)(?:(?P<end><end_of_turn>)\n?|\Z)"),),
+        role_map={"model": "assistant"}, stop=r"<end_of_turn>|<eos>", detect=("<start_of_turn>",),
     ),
     # torchrl's template names (Llama 4 headers; "User:"/"Assistant:" plain-text families). The
     # plain-text ones end an assistant turn at the blank line (falcon) or at a common EOS token
@@ -174,6 +232,59 @@ BUILTIN_PARSERS = {
 }
 for _name, _spec in BUILTIN_PARSERS.items():
     register_parser(_name, _spec)
+
+#: Families in detection order (most specific first) for templates that are not registered.
+FAMILIES = ("qwen_reasoning", "qwen", "chatml_format", "llama3", "mistral", "gemma")
+
+
+def parser_for_template(template: str) -> ParserSpec | None:
+    """The parser table entry for a template source: the parser registered for a template
+    whose source equals ``template``, else the first of :data:`FAMILIES` whose ``detect``
+    markers all occur in it, else ``None``.
+
+    Example:
+        >>> parser_for_template(get_chat_template("qwen")).name
+        'qwen'
+        >>> parser_for_template("{{ messages }}") is None
+        True
+    """
+    from .registry import list_chat_templates
+
+    for name in list_chat_templates():
+        if get_chat_template(name) == template and isinstance(get_parser(name), ParserSpec):
+            return get_parser(name)
+    for name in FAMILIES:
+        spec = BUILTIN_PARSERS[name]
+        if all(marker in template for marker in spec.detect):
+            return spec
+    return None
+
+
+def parse_response(text: str, spec: ParserSpec | None = None, stop: str | None = None) -> dict:
+    """One generated assistant response (the text after the generation prompt) as a message:
+    ``content``, plus ``reasoning_content`` and ``tool_calls`` when the family has them;
+    ``is_complete: False`` when the text does not end with the family's end-of-turn marker.
+
+    ``stop`` (a literal marker) replaces the family's stop pattern (used for templates with
+    no table entry: ``spec=None`` gives a plain content parser).
+
+    Example:
+        >>> parse_response("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>",
+        ...                BUILTIN_PARSERS["qwen"])
+        {'role': 'assistant', 'content': '', 'tool_calls': [{'name': 'f', 'arguments': {}}]}
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    spec = spec or ParserSpec("plain", turns=())
+    spec_c = _compile(spec)
+    stop_re = re.compile(re.escape(stop)) if stop else spec_c[5]
+    msg: dict = {"role": "assistant", "content": text}
+    m = stop_re.search(text) if stop_re is not None else None
+    if m is not None:
+        msg["content"] = text[: m.start()]
+    else:
+        msg["is_complete"] = False
+    return _assistant_fields(msg, spec_c, 0)
 
 
 def parse_chat_text(text: str, template_name: str) -> list[dict]:

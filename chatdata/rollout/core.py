@@ -1,0 +1,291 @@
+"""``Rollout``: multi-turn RL conversations kept as the ids the policy actually produced.
+
+Per row (one environment) a rollout holds the conversation (message dicts) and its token
+buffers. The policy's ids are kept verbatim and masked as assistant tokens; only the text the
+template adds between turns is tokenized, found by rendering and diffing strings
+(:mod:`chatdata.rollout.delta`), never by re-tokenizing kept ids.
+
+Example:
+    >>> from chatdata import History
+    >>> from chatdata.data import load_sample_tokenizer
+    >>> tok = load_sample_tokenizer()
+    >>> ro = Rollout(History.from_chats([[{"role": "user", "content": "2+2?"}]]), tokenizer=tok)
+    >>> ids = tok.encode("4<|im_end|>", add_special_tokens=False)
+    >>> ro.add_response([ids])
+    >>> ro.history.to_chats()[0][-1]
+    {'role': 'assistant', 'content': '4'}
+    >>> ro.tokens()[0]["assistant_masks"].sum().item() == len(ids)
+    True
+    >>> ro.drift()
+    [None]
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ..history import History
+from ..td import RaggedTensorDict, TensorDict
+from ..templates import Renderer, TemplateError, resolve_chat_template
+from ..templates.parsers import parse_response, parser_for_template
+from ..templates.render import prepare_chat
+from .buffers import TokenRow
+from .delta import _WHOLE, TurnDelta
+from .facts import TemplateFacts, facts_for_renderer
+
+__all__ = ["Rollout"]
+
+
+class _Row:
+    __slots__ = ("messages", "prepared", "tokens", "turn", "response", "complete", "last_user", "cache")
+
+    def __init__(self, messages: list[dict]) -> None:
+        self.messages = [dict(m) for m in messages]  # as given / parsed: what ``history`` shows
+        self.prepared = prepare_chat(self.messages)  # normalised for the template
+        self.tokens = TokenRow()
+        self.turn: int | None = None  # index of the last generated assistant message
+        self.response = ""  # its decoded text
+        self.complete = True
+        self.last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+        self.cache: dict = {}
+
+
+def _as_chats(history: Any) -> list[list[dict]]:
+    if isinstance(history, History):
+        if history.ndim == 1:
+            return [history.to_chats()]
+        if history.ndim != 2:
+            raise ValueError(f"Rollout takes a History of batch (B, -1), got batch size {tuple(history.batch_size)}")
+        return history.to_chats()
+    if isinstance(history, (list, tuple)) and all(isinstance(c, (list, tuple)) for c in history):
+        return [list(c) for c in history]
+    raise TypeError("Rollout takes a History of batch (B, -1) or a list of conversations (lists of message dicts)")
+
+
+class Rollout:
+    """A batch of ``B`` conversations, one per environment, kept as token ids for RL.
+
+    Args:
+        history: the starting conversations, a History of batch ``(B, -1)`` (or a list of
+            message-dict lists).
+        tokenizer: the policy's tokenizer (a ``transformers`` tokenizer).
+        chat_template / chat_template_name: the template (source, or a registered name);
+            default the tokenizer's own template.
+        tools: tool schemas passed to the template.
+        **template_kwargs: more template variables (``enable_thinking=False``, ...).
+
+    Rows finish at different times: ``add_response`` and ``add_messages`` take ``rows=``,
+    and a row not named costs nothing. See ``docs/rollout.md`` for the rules.
+    """
+
+    def __init__(self, history: Any, tokenizer: Any = None, chat_template: str | None = None,
+                 chat_template_name: str | None = None, tools: Any = None, **template_kwargs: Any) -> None:
+        if tokenizer is None:
+            raise ValueError("Rollout needs the policy's tokenizer (tokenizer=...)")
+        self.tokenizer = tokenizer
+        self.template = resolve_chat_template(tokenizer, chat_template, chat_template_name, tools)
+        self.tools = tools
+        self.renderer = Renderer(self.template, tools=tools, tokenizer=tokenizer, **template_kwargs)
+        self.facts: TemplateFacts = facts_for_renderer(self.renderer)
+        self._delta = TurnDelta(self.renderer, self.facts.eot)
+        if not self.facts.fixed_base_delta:
+            _WHOLE.add(self._delta.key)
+        self.parser = parser_for_template(self.template)
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self._encode_fast = backend.encode if backend is not None else None
+        self._decode_fast = backend.decode if backend is not None else None
+        self._rows = [_Row(c) for c in _as_chats(history)]
+        for i, row in enumerate(self._rows):
+            row.tokens.set_pending(self._encode(self._render(i, row.prepared)))
+
+    # -- tokenizer --------------------------------------------------------------------------
+    def _encode(self, text: str) -> list[int]:
+        if self._encode_fast is not None:
+            return self._encode_fast(text, add_special_tokens=False).ids
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _decode(self, ids: list[int]) -> str:
+        if self._decode_fast is not None:
+            return self._decode_fast(ids, skip_special_tokens=False)
+        return self.tokenizer.decode(ids, skip_special_tokens=False)
+
+    def _render(self, i: int, chat: list[dict], gen: bool = True) -> str:
+        try:
+            return self.renderer.render(chat, add_generation_prompt=gen)
+        except TemplateError as err:
+            raise ValueError(f"row {i}: the chat template cannot render this conversation: {err}") from err
+
+    # -- rows -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return torch.Size([len(self._rows), -1])
+
+    def _row_indices(self, rows: Any, n_items: int | None, what: str) -> list[int]:
+        b = len(self._rows)
+        if rows is None:
+            idx = list(range(b))
+        else:
+            if isinstance(rows, torch.Tensor):
+                if rows.dtype == torch.bool:
+                    rows = rows.nonzero().flatten()
+                rows = rows.tolist()
+            elif isinstance(rows, int):
+                rows = [rows]
+            idx = []
+            for r in rows:
+                if not isinstance(r, int) or isinstance(r, bool):
+                    raise TypeError(f"{what}: rows must be ints, got {r!r}")
+                if not -b <= r < b:
+                    raise IndexError(f"{what}: row {r} does not exist (the rollout has {b} rows)")
+                idx.append(r % b)
+            if len(set(idx)) != len(idx):
+                raise ValueError(f"{what}: rows {rows} name a row twice")
+        if n_items is not None and n_items != len(idx):
+            raise ValueError(f"{what}: got {n_items} items for {len(idx)} rows")
+        return idx
+
+    # -- the API ------------------------------------------------------------------------------
+    def prompt_ids(self, rows: Any = None) -> list[torch.Tensor]:
+        """Per row, a 1-D int64 tensor: the kept ids so far plus the generation prompt (a view;
+        for a row without drift it equals ``tokenizer.apply_chat_template(chat,
+        add_generation_prompt=True)``).
+
+        Example:
+            >>> ro.prompt_ids()[0][-3:]  # doctest: +SKIP
+            tensor([151644,  77091,    198])
+        """
+        return [self._rows[i].tokens.ids() for i in self._row_indices(rows, None, "prompt_ids")]
+
+    def add_response(self, ids: Sequence[Any], logprobs: Sequence[Any] | None = None, rows: Any = None) -> None:
+        """Append what the policy generated: one 1-D id tensor (or list) per row of ``rows``
+        (all rows by default), EOT included, kept verbatim and masked as assistant tokens, with
+        optional ``logprobs`` of the same lengths. The decoded text is parsed with the template
+        family's parser (content, ``tool_calls``, ``reasoning_content``) into a message appended
+        to the row's conversation.
+
+        Example:
+            >>> ro.add_response([torch.tensor([19, 151645])], logprobs=[torch.tensor([-0.1, -0.2])])  # doctest: +SKIP
+        """
+        if isinstance(ids, torch.Tensor) and ids.ndim != 2:
+            ids = [ids]
+        idx = self._row_indices(rows, len(ids), "add_response")
+        if logprobs is not None and len(logprobs) != len(idx):
+            raise ValueError(f"add_response: got {len(logprobs)} logprob tensors for {len(idx)} rows")
+        checked = []
+        for k, i in enumerate(idx):
+            t = ids[k] if isinstance(ids[k], torch.Tensor) else torch.as_tensor(ids[k])
+            if t.ndim != 1:
+                raise ValueError(f"row {i}: a response must be a 1-D tensor of ids, got shape {tuple(t.shape)}")
+            if t.numel() == 0:
+                raise ValueError(f"row {i}: the response is empty (a response holds at least one id)")
+            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+                raise TypeError(f"row {i}: response ids must be integers, got {t.dtype}")
+            lp = None
+            if logprobs is not None and logprobs[k] is not None:
+                lp = torch.as_tensor(logprobs[k], dtype=torch.float32)
+                if lp.ndim != 1 or lp.numel() != t.numel():
+                    raise ValueError(f"row {i}: logprobs have shape {tuple(lp.shape)} but the response has {t.numel()} ids")
+            checked.append((i, t.to(torch.int64), lp))
+        for i, t, lp in checked:  # all rows validated first: a bad row changes nothing
+            self._add_one_response(i, t, lp)
+
+    def _add_one_response(self, i: int, ids: torch.Tensor, logprobs: torch.Tensor | None) -> None:
+        row = self._rows[i]
+        text = self._decode(ids.tolist())
+        try:
+            msg = parse_response(text, self.parser, None if self.parser is not None else self.facts.eot)
+        except ValueError:  # malformed tool-call JSON: keep the text as the content
+            msg = parse_response(text, None, self.facts.eot)
+        row.tokens.commit_response(ids, logprobs)
+        row.messages.append(msg)
+        row.prepared.extend(prepare_chat([msg]))
+        row.turn, row.response, row.complete = len(row.messages) - 1, text, msg.get("is_complete", True)
+
+    def add_messages(self, msgs: Sequence[Any], rows: Any = None) -> None:
+        """Append tool results or user turns: one list of message dicts (or a History) per row
+        of ``rows``. Only the text the template adds after the last kept token is tokenized.
+
+        Example:
+            >>> ro.add_messages([[{"role": "user", "content": "and 3+3?"}]])  # doctest: +SKIP
+        """
+        if isinstance(msgs, History):
+            msgs = _as_chats(msgs)
+        idx = self._row_indices(rows, len(msgs), "add_messages")
+        new = []
+        for k, i in enumerate(idx):
+            m = msgs[k]
+            if isinstance(m, History):
+                m = m.to_chats() if m.ndim == 1 else [m.to_chats()]
+            if isinstance(m, Mapping):
+                m = [m]
+            if not isinstance(m, (list, tuple)) or not all(isinstance(x, Mapping) and isinstance(x.get("role"), str) for x in m):
+                raise TypeError(f"row {i}: add_messages takes a list of message dicts with a str 'role' per row")
+            new.append((i, [dict(x) for x in m]))
+        for i, m in new:
+            row = self._rows[i]
+            for msg in m:
+                if msg.get("role") == "user":
+                    row.last_user = len(row.messages)
+                row.messages.append(msg)
+            row.prepared.extend(prepare_chat(m))
+            row.tokens.set_pending(self._encode(self._pending_text(i, row)))
+
+    def _pending_text(self, i: int, row: _Row) -> str:
+        if row.turn is None:
+            return self._render(i, row.prepared)
+        try:
+            return self._delta.after_turn(row.prepared, row.turn, row.response, row.complete, row.cache, row.last_user)
+        except TemplateError as err:
+            raise ValueError(f"row {i}: the chat template cannot render this conversation: {err}") from err
+
+    @property
+    def history(self) -> History:
+        """The whole conversations as a History of batch ``(B, -1)``."""
+        return History.from_chats([list(r.messages) for r in self._rows])
+
+    def tokens(self) -> RaggedTensorDict:
+        """A ragged TensorDict of batch ``(B, -1)``: ``input_ids`` (every id so far),
+        ``assistant_masks`` (1 exactly on generated ids) and ``logprobs`` (0.0 elsewhere).
+        Save it with ``.memmap(path)``; ``chatdata.load_memmap`` reads it back."""
+        rows = [r.tokens for r in self._rows]
+        lengths = torch.tensor([len(t) for t in rows], dtype=torch.int64)
+        offsets = torch.zeros(len(rows) + 1, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=offsets[1:])
+        if rows:
+            values = {"input_ids": torch.cat([t.ids() for t in rows]),
+                      "assistant_masks": torch.cat([t.mask() for t in rows]),
+                      "logprobs": torch.cat([t.logprobs() for t in rows])}
+        else:
+            values = {"input_ids": torch.zeros(0, dtype=torch.int64),
+                      "assistant_masks": torch.zeros(0, dtype=torch.int64), "logprobs": torch.zeros(0)}
+        return RaggedTensorDict(TensorDict(values, [int(offsets[-1])]), offsets)
+
+    def drift(self, rows: Any = None) -> list[int | None]:
+        """Per row, ``None`` if the kept ids agree with a fresh full render and tokenize of the
+        conversation, else the first index where they differ. The fresh ids may go on after a
+        final generated turn with what the template writes after its EOT (Qwen's newline).
+        Never raises for a difference: that is what it reports."""
+        out = []
+        for i in self._row_indices(rows, None, "drift"):
+            row = self._rows[i]
+            pending = row.tokens.pending > 0 or row.turn is None
+            fresh = self._encode(self._render(i, row.prepared, gen=pending))
+            kept = row.tokens.ids().tolist()
+            out.append(_first_difference(kept, fresh, "" if pending else self.facts.after_eot, self._decode))
+        return out
+
+
+def _first_difference(kept: list[int], fresh: list[int], allowed_tail: str, decode) -> int | None:
+    n = min(len(kept), len(fresh))
+    if kept[:n] != fresh[:n]:
+        return next(j for j in range(n) if kept[j] != fresh[j])
+    if len(kept) == len(fresh):
+        return None
+    if len(fresh) > len(kept) and allowed_tail and decode(fresh[len(kept):]) == allowed_tail:
+        return None
+    return n

@@ -1,0 +1,169 @@
+"""Per-template facts a rollout needs, computed once per template (and variables) and cached.
+
+* ``eot``: the end-of-turn text the template writes right after an assistant message
+  (``<|im_end|>`` for ChatML, ``<|eot_id|>`` for Llama 3, ``</s>`` for Mistral); the policy
+  generates it to stop.
+* ``after_eot``: what the template writes after that EOT before the next turn (Qwen's ``"\\n"``,
+  Gemma's ``"\\n"``, nothing for Llama 3). A fresh render of a conversation ending with an
+  assistant turn goes on with this text after the last generated id.
+* ``generation_prompt``: the text ``add_generation_prompt=True`` adds after a user turn.
+* ``prefix_preserving``: rendering a probe conversation turn by turn only ever appends text
+  (each ``render(messages[:k], add_generation_prompt=...)`` is a prefix of the full render).
+  Templates that rewrite the past (Qwen3 dropping earlier ``<think>`` blocks) are not.
+  ``first_rewrite`` names the first probe message whose addition changed earlier text.
+* ``fixed_base_delta``: the text after an assistant turn is the same whether the turn is
+  rendered after a small fixed base (leading system messages + the last user message) or after
+  the whole conversation. When it is not (Mistral writes the system prompt into the last user
+  turn), a rollout renders the whole conversation for each turn.
+
+Facts are measured with probe conversations (a system prompt, users, assistants with reasoning,
+a tool call and a tool reply); messages a template refuses (tools, system) are left out.
+
+Example:
+    >>> from chatdata.templates import get_chat_template
+    >>> f = template_facts(get_chat_template("qwen"))
+    >>> f.eot, f.after_eot, f.prefix_preserving
+    ('<|im_end|>', '\\n', True)
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..templates import Renderer, TemplateError
+from .delta import TurnDelta
+
+__all__ = ["TemplateFacts", "template_facts"]
+
+_PARTIAL_MARKER = re.compile(r"(?:<\||<｜|<|\[)[\w~▁-]*\Z")
+_MARK = ("Zq9user0", "Zq9asst0", "Zq9user1", "Zq9asst1")
+
+
+@dataclass(frozen=True)
+class TemplateFacts:
+    """What a rollout needs to know about a template (see the module docstring)."""
+
+    eot: str
+    after_eot: str
+    generation_prompt: str
+    prefix_preserving: bool
+    first_rewrite: str | None
+    fixed_base_delta: bool
+
+    def as_dict(self) -> dict:
+        """The facts as a JSON-ready dict (what ``chatdata templates check`` prints)."""
+        return asdict(self)
+
+
+_CACHE: dict = {}
+
+
+def _key(template: str, variables: dict, tools: Any) -> str:
+    return json.dumps([template, variables, tools], sort_keys=True, default=repr)
+
+
+def template_facts(template: str, tokenizer: Any = None, tools: Any = None, **template_kwargs: Any) -> TemplateFacts:
+    """The :class:`TemplateFacts` of ``template`` (jinja source) rendered with the tokenizer's
+    special tokens, ``tools`` and ``template_kwargs``; computed on first use, then cached.
+
+    Example:
+        >>> from chatdata.templates import get_chat_template
+        >>> template_facts(get_chat_template("llama3"), bos_token="<|begin_of_text|>").eot
+        '<|eot_id|>'
+    """
+    renderer = Renderer(template, tools=tools, tokenizer=tokenizer, **template_kwargs)
+    key = _key(template, renderer.variables, None)
+    facts = _CACHE.get(key)
+    if facts is None:
+        facts = _CACHE[key] = _measure(renderer)
+    return facts
+
+
+def facts_for_renderer(renderer: Renderer) -> TemplateFacts:
+    """:func:`template_facts` for an existing :class:`~chatdata.templates.Renderer`."""
+    key = _key(renderer.template, renderer.variables, None)
+    facts = _CACHE.get(key)
+    if facts is None:
+        facts = _CACHE[key] = _measure(renderer)
+    return facts
+
+
+def _render(renderer: Renderer, chat: list[dict], gen: bool) -> str | None:
+    try:
+        return renderer.render(chat, add_generation_prompt=gen)
+    except (TemplateError, RecursionError):
+        return None
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # binary search with C-speed comparisons
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _eot(renderer: Renderer, head: list[dict]) -> tuple[str, str]:
+    u0, a0, u1 = ({"role": "user", "content": _MARK[0]}, {"role": "assistant", "content": _MARK[1]},
+                  {"role": "user", "content": _MARK[2]})
+    end = _render(renderer, head + [u0, a0], False)
+    nxt = _render(renderer, head + [u0, a0, u1], False)
+    if end is None or nxt is None or _MARK[1] not in end or _MARK[1] not in nxt:
+        return "", ""
+    tail_end = end[end.rindex(_MARK[1]) + len(_MARK[1]):]
+    tail_next = nxt[nxt.rindex(_MARK[1]) + len(_MARK[1]):]
+    common = tail_next[: _common_prefix_len(tail_end, tail_next)]
+    common = _PARTIAL_MARKER.sub("", common)
+    eot = common.rstrip()
+    return eot, common[len(eot):]
+
+
+def _probe(with_system: bool, with_tools: bool) -> list[dict]:
+    chat = [{"role": "system", "content": "Probe system."}] if with_system else []
+    chat.append({"role": "user", "content": "First question?"})
+    chat.append({"role": "assistant", "content": "First answer.", "reasoning_content": "Think one."})
+    if with_tools:
+        chat.append({"role": "user", "content": "Call the tool."})
+        chat.append({"role": "assistant", "content": "",
+                     "tool_calls": [{"type": "function", "id": "call00001",
+                                     "function": {"name": "probe", "arguments": {"x": 1}}}]})
+        chat.append({"role": "tool", "content": "42", "tool_call_id": "call00001", "name": "probe"})
+        chat.append({"role": "assistant", "content": "It is 42.", "reasoning_content": "Think two."})
+    chat.append({"role": "user", "content": "Second question?"})
+    chat.append({"role": "assistant", "content": "Second answer."})
+    return chat
+
+
+def _first_rewrite(renderer: Renderer, chat: list[dict]) -> str | None:
+    full = _render(renderer, chat, False)
+    for k in range(1, len(chat)):
+        gen = chat[k]["role"] == "assistant"
+        part = _render(renderer, chat[:k], gen)
+        if part is not None and not full.startswith(part):
+            return f"message {k} ({chat[k]['role']}) changes the text of earlier messages"
+    return None
+
+
+def _measure(renderer: Renderer) -> TemplateFacts:
+    head: list[dict] = [{"role": "system", "content": "Probe system."}]
+    if _render(renderer, head + [{"role": "user", "content": "q"}], True) is None:
+        head = []
+    eot, after = _eot(renderer, head)
+    user = head + [{"role": "user", "content": _MARK[0]}]
+    plain, prompted = _render(renderer, user, False), _render(renderer, user, True)
+    gen = prompted[len(plain):] if plain is not None and prompted is not None and prompted.startswith(plain) else ""
+    chat = None
+    for with_system, with_tools in ((bool(head), True), (bool(head), False), (False, False)):
+        candidate = _probe(with_system, with_tools)
+        if _render(renderer, candidate, False) is not None:
+            chat = candidate
+            break
+    if chat is None:
+        return TemplateFacts(eot, after, gen, False, "the probe conversations do not render", False)
+    rewrite = _first_rewrite(renderer, chat)
+    return TemplateFacts(eot, after, gen, rewrite is None, rewrite, TurnDelta(renderer, eot).agrees_on(chat))

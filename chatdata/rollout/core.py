@@ -198,7 +198,7 @@ class Rollout:
         row = self._rows[i]
         text = self._decode(ids.tolist())
         try:
-            msg = parse_response(text, self.parser, None if self.parser is not None else self.facts.eot)
+            msg = parse_response(text, self.parser, self.facts.eot)
         except ValueError:  # malformed tool-call JSON: keep the text as the content
             msg = parse_response(text, None, self.facts.eot)
         row.tokens.commit_response(ids, logprobs)

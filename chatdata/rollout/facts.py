@@ -38,6 +38,8 @@ from .delta import TurnDelta
 __all__ = ["TemplateFacts", "template_facts"]
 
 _PARTIAL_MARKER = re.compile(r"(?:<\||<｜|<|\[)[\w~▁-]*\Z")
+_MARKER = re.compile(r"<\|[^<>|]{0,64}\|>|<｜[^<>｜]{0,64}｜>|</?[^<>\s]{1,64}>|\[/?[A-Z_]{1,64}\]")
+_OPENER = re.compile(r"start|begin", re.IGNORECASE)
 _MARK = ("Zq9user0", "Zq9asst0", "Zq9user1", "Zq9asst1")
 
 
@@ -119,6 +121,10 @@ def _eot(renderer: Renderer, head: list[dict]) -> tuple[str, str]:
     tail_next = nxt[nxt.rindex(_MARK[1]) + len(_MARK[1]):]
     common = tail_next[: _common_prefix_len(tail_end, tail_next)]
     common = _PARTIAL_MARKER.sub("", common)
+    for m in _MARKER.finditer(common):  # a marker that opens the next turn is not part of the EOT
+        if _OPENER.search(m.group(0)):
+            common = common[: m.start()]
+            break
     eot = common.rstrip()
     return eot, common[len(eot):]
 

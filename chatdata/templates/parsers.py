@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 from .registry import get_chat_template, get_parser, register_parser
@@ -54,6 +55,7 @@ class ParserSpec:
     tool_response: str | None = None  # regex with one group holding one tool response
     reasoning: str | None = None  # regex matched at the start of an assistant content: group 1 = reasoning
     stop: str | None = None  # regex of the end-of-turn marker(s) a generated response ends with
+    content: str | None = None  # regex: when it matches the content (after reasoning), group 1 is the content
     detect: tuple[str, ...] = ()  # markers that all occur in a template source of this family
 
     def compiled(self):
@@ -72,7 +74,8 @@ def _compile(spec: ParserSpec):
             re.compile(spec.tool_call, re.S) if spec.tool_call else None,
             re.compile(spec.tool_response, re.S) if spec.tool_response else None,
             re.compile(spec.reasoning, re.S) if spec.reasoning else None,
-            re.compile(spec.stop, re.S) if spec.stop else None,
+            re.compile(f"(?:{spec.stop})\\Z", re.S) if spec.stop else None,
+            re.compile(spec.content, re.S) if spec.content else None,
         )
     return _COMPILED[key]
 
@@ -115,6 +118,11 @@ def _assistant_fields(msg: dict, spec_c, index: int) -> dict:
         reasoning, content = _split_reasoning(content, reason_re)
         if reasoning is not None:
             msg = {**msg, "content": content, "reasoning_content": reasoning}
+    if spec_c[6] is not None:
+        m = spec_c[6].match(content)
+        if m is not None:
+            content = m.group(1)
+            msg = {**msg, "content": content}
     if call_re is not None and call_re.search(content):
         content, calls = _tool_calls(content, call_re, index)
         msg = {**msg, "content": content, "tool_calls": calls}
@@ -198,6 +206,11 @@ BUILTIN_PARSERS = {
         ),
         stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",),
     ),
+    "gpt_oss": ParserSpec(  # harmony: reasoning on the analysis channel, the answer on the final one
+        "gpt_oss", turns=(), stop=r"<\|return\|>|<\|end\|>|<\|call\|>",
+        reasoning=r"\A<\|channel\|>analysis<\|message\|>(.*?)<\|end\|>(?:<\|start\|>assistant)?",
+        content=r"\A<\|channel\|>final<\|message\|>(.*)\Z", detect=("<|channel|>", "<|message|>"),
+    ),
     "gemma": ParserSpec(
         "gemma", prefix=r"<bos>",
         turns=((None, r"<start_of_turn>(?P<role>\w+)\n(?P<content>.*?)(?:(?P<end><end_of_turn>)\n?|\Z)"),),
@@ -234,7 +247,7 @@ for _name, _spec in BUILTIN_PARSERS.items():
     register_parser(_name, _spec)
 
 #: Families in detection order (most specific first) for templates that are not registered.
-FAMILIES = ("qwen_reasoning", "qwen", "chatml_format", "llama3", "mistral", "gemma")
+FAMILIES = ("gpt_oss", "qwen_reasoning", "qwen", "chatml_format", "llama3", "mistral", "gemma")
 
 
 def parser_for_template(template: str) -> ParserSpec | None:
@@ -260,13 +273,22 @@ def parser_for_template(template: str) -> ParserSpec | None:
     return None
 
 
+_PLAIN = ParserSpec("plain", turns=())
+
+
+@lru_cache(maxsize=256)
+def _stop_re(family: str | None, literal: str) -> re.Pattern:
+    alternatives = f"{family}|{re.escape(literal)}" if family else re.escape(literal)
+    return re.compile(f"(?:{alternatives})\\Z", re.S)
+
+
 def parse_response(text: str, spec: ParserSpec | None = None, stop: str | None = None) -> dict:
     """One generated assistant response (the text after the generation prompt) as a message:
     ``content``, plus ``reasoning_content`` and ``tool_calls`` when the family has them;
     ``is_complete: False`` when the text does not end with the family's end-of-turn marker.
 
-    ``stop`` (a literal marker) replaces the family's stop pattern (used for templates with
-    no table entry: ``spec=None`` gives a plain content parser).
+    ``stop`` (a literal marker, such as the template's end-of-turn text) is accepted besides
+    the family's stop pattern; ``spec=None`` gives a plain content parser.
 
     Example:
         >>> parse_response("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>",
@@ -275,9 +297,9 @@ def parse_response(text: str, spec: ParserSpec | None = None, stop: str | None =
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    spec = spec or ParserSpec("plain", turns=())
+    spec = spec or _PLAIN
     spec_c = _compile(spec)
-    stop_re = re.compile(re.escape(stop)) if stop else spec_c[5]
+    stop_re = _stop_re(spec.stop, stop) if stop else spec_c[5]
     msg: dict = {"role": "assistant", "content": text}
     m = stop_re.search(text) if stop_re is not None else None
     if m is not None:

@@ -86,3 +86,71 @@ def test_registered_parser_and_errors():
         parse_chat_text("x", "does-not-exist")
     with pytest.raises(TypeError):
         parse_chat_text(b"x", "qwen")
+
+
+# -- reasoning, tool-call formats, generated responses, family detection --------------------
+from pathlib import Path  # noqa: E402
+
+from chatdata.templates.parsers import BUILTIN_PARSERS, parse_response, parser_for_template  # noqa: E402
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "templates"
+QWEN3 = (TEMPLATES / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8")
+
+
+@st.composite
+def qwen3_chats(draw):
+    words = st.text(st.characters(whitelist_categories=("L", "N", "Zs")), min_size=1, max_size=20).map(str.strip).filter(bool)
+    chat = [{"role": "user", "content": draw(words)}]
+    for _ in range(draw(st.integers(0, 2))):
+        chat.append({"role": "assistant", "content": draw(words), "reasoning_content": draw(words),
+                     "tool_calls": draw(st.lists(tool_call, min_size=1, max_size=2))})
+        chat.append({"role": "tool", "content": draw(words)})
+    chat.append({"role": "assistant", "content": draw(words), "reasoning_content": draw(words)})
+    return chat
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(qwen3_chats())
+def test_roundtrip_qwen3_reasoning_and_tools(chat):
+    rendered = render_chats([chat], QWEN3)[0]
+    assert parse_chat_text(rendered, "qwen_reasoning") == chat
+
+
+def test_parse_response_formats():
+    hermes = parse_response('I will look.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call><|im_end|>',
+                            BUILTIN_PARSERS["qwen"])
+    assert hermes == {"role": "assistant", "content": "I will look.", "tool_calls": [{"name": "f", "arguments": {"a": 1}}]}
+    think = parse_response("<think>\nhm\n</think>\n\nyes<|im_end|>", BUILTIN_PARSERS["qwen_reasoning"])
+    assert think == {"role": "assistant", "content": "yes", "reasoning_content": "hm"}
+    prompt_had_think = parse_response("hm</think>\n\nyes<|im_end|>", BUILTIN_PARSERS["qwen_reasoning"])
+    assert prompt_had_think["reasoning_content"] == "hm" and prompt_had_think["content"] == "yes"
+    mistral = parse_response('[TOOL_CALLS][{"name": "g", "arguments": {}, "id": "abcdefghi"}]</s>', BUILTIN_PARSERS["mistral"])
+    assert mistral["tool_calls"] == [{"name": "g", "arguments": {}, "id": "abcdefghi"}] and mistral["content"] == ""
+    llama = parse_response('{"name": "h", "parameters": {"x": "y"}}<|eot_id|>', BUILTIN_PARSERS["llama3"])
+    assert llama["tool_calls"] == [{"name": "h", "arguments": {"x": "y"}}]
+    harmony = parse_response("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",
+                             BUILTIN_PARSERS["gpt_oss"])
+    assert harmony == {"role": "assistant", "content": "ok", "reasoning_content": "think"}
+    cut = parse_response("partial", BUILTIN_PARSERS["qwen"])
+    assert cut == {"role": "assistant", "content": "partial", "is_complete": False}
+    assert parse_response("a<eot>", None, stop="<eot>") == {"role": "assistant", "content": "a"}
+    assert parse_response("a<eot>b", None, stop="<eot>")["is_complete"] is False  # the stop ends a response
+    with pytest.raises(ValueError, match="message 0: malformed tool-call JSON"):
+        parse_response("<tool_call>\n{oops}\n</tool_call><|im_end|>", BUILTIN_PARSERS["qwen"])
+    with pytest.raises(TypeError):
+        parse_response(b"x", BUILTIN_PARSERS["qwen"])
+
+
+def test_parser_for_template_by_markers():
+    def family(name):
+        spec = parser_for_template((TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8"))
+        return spec.name if spec else None
+
+    assert parser_for_template(get_chat_template("qwen")).name == "qwen"
+    assert family("Qwen-Qwen3-0.6B") == "qwen_reasoning" and family("Qwen-QwQ-32B") == "qwen_reasoning"
+    assert family("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use") == "qwen"
+    assert family("meta-llama-Llama-3.1-8B-Instruct") == "llama3"
+    assert family("mistralai-Mistral-Nemo-Instruct-2407") == "mistral"
+    assert family("google-gemma-2-2b-it") == "gemma"
+    assert family("openai-gpt-oss-120b") == "gpt_oss"
+    assert parser_for_template("{{ messages[0].content }}") is None

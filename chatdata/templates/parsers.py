@@ -291,8 +291,8 @@ def parse_response(text: str, spec: ParserSpec | None = None, stop: str | None =
     the family's stop pattern; ``spec=None`` gives a plain content parser.
 
     Example:
-        >>> parse_response("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><|im_end|>",
-        ...                BUILTIN_PARSERS["qwen"])
+        >>> parse_response('<tool_call>{"name": "f", "arguments": {}}</tool_call><|im_end|>',
+        ...                BUILTIN_PARSERS["qwen_reasoning"])
         {'role': 'assistant', 'content': '', 'tool_calls': [{'name': 'f', 'arguments': {}}]}
     """
     if not isinstance(text, str):

@@ -197,10 +197,12 @@ class Rollout:
     def _add_one_response(self, i: int, ids: torch.Tensor, logprobs: torch.Tensor | None) -> None:
         row = self._rows[i]
         text = self._decode(ids.tolist())
+        prefix, stop = self.facts.turn_prefix, self.facts.eot or self.facts.after_eot
+        body = text[len(prefix):] if prefix and text.startswith(prefix) else text
         try:
-            msg = parse_response(text, self.parser, self.facts.eot)
+            msg = parse_response(body, self.parser, stop)
         except ValueError:  # malformed tool-call JSON: keep the text as the content
-            msg = parse_response(text, None, self.facts.eot)
+            msg = parse_response(body, None, stop)
         row.tokens.commit_response(ids, logprobs)
         row.messages.append(msg)
         row.prepared.extend(prepare_chat([msg]))

@@ -7,6 +7,9 @@
   Gemma's ``"\\n"``, nothing for Llama 3). A fresh render of a conversation ending with an
   assistant turn goes on with this text after the last generated id.
 * ``generation_prompt``: the text ``add_generation_prompt=True`` adds after a user turn.
+* ``turn_prefix``: what an assistant turn holds between the generation prompt and its content
+  (Reka's ``" "``, Solar's ``<|content|>``, Qwen3's empty ``<think>`` block for the last turn);
+  a generated response starting with it is parsed without it.
 * ``prefix_preserving``: rendering a probe conversation turn by turn only ever appends text
   (each ``render(messages[:k], add_generation_prompt=...)`` is a prefix of the full render).
   Templates that rewrite the past (Qwen3 dropping earlier ``<think>`` blocks) are not.
@@ -50,6 +53,7 @@ class TemplateFacts:
     eot: str
     after_eot: str
     generation_prompt: str
+    turn_prefix: str
     prefix_preserving: bool
     first_rewrite: str | None
     fixed_base_delta: bool
@@ -163,6 +167,10 @@ def _measure(renderer: Renderer) -> TemplateFacts:
     user = head + [{"role": "user", "content": _MARK[0]}]
     plain, prompted = _render(renderer, user, False), _render(renderer, user, True)
     gen = prompted[len(plain):] if plain is not None and prompted is not None and prompted.startswith(plain) else ""
+    turn = _render(renderer, user + [{"role": "assistant", "content": _MARK[1]}], False)
+    prefix = ""
+    if prompted is not None and turn is not None and turn.startswith(prompted) and _MARK[1] in turn[len(prompted):]:
+        prefix = turn[len(prompted): turn.index(_MARK[1], len(prompted))]
     chat = None
     for with_system, with_tools in ((bool(head), True), (bool(head), False), (False, False)):
         candidate = _probe(with_system, with_tools)
@@ -170,6 +178,6 @@ def _measure(renderer: Renderer) -> TemplateFacts:
             chat = candidate
             break
     if chat is None:
-        return TemplateFacts(eot, after, gen, False, "the probe conversations do not render", False)
+        return TemplateFacts(eot, after, gen, prefix, False, "the probe conversations do not render", False)
     rewrite = _first_rewrite(renderer, chat)
-    return TemplateFacts(eot, after, gen, rewrite is None, rewrite, TurnDelta(renderer, eot).agrees_on(chat))
+    return TemplateFacts(eot, after, gen, prefix, rewrite is None, rewrite, TurnDelta(renderer, eot).agrees_on(chat))

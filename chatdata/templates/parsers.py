@@ -211,6 +211,9 @@ BUILTIN_PARSERS = {
         reasoning=r"\A<\|channel\|>analysis<\|message\|>(.*?)<\|end\|>(?:<\|start\|>assistant)?",
         content=r"\A<\|channel\|>final<\|message\|>(.*)\Z", detect=("<|channel|>", "<|message|>"),
     ),
+    "think": ParserSpec(  # any other template that knows inline reasoning
+        "think", turns=(), reasoning=_THINK, detect=("</think>",),
+    ),
     "gemma": ParserSpec(
         "gemma", prefix=r"<bos>",
         turns=((None, r"<start_of_turn>(?P<role>\w+)\n(?P<content>.*?)(?:(?P<end><end_of_turn>)\n?|\Z)"),),
@@ -247,7 +250,7 @@ for _name, _spec in BUILTIN_PARSERS.items():
     register_parser(_name, _spec)
 
 #: Families in detection order (most specific first) for templates that are not registered.
-FAMILIES = ("gpt_oss", "qwen_reasoning", "qwen", "chatml_format", "llama3", "mistral", "gemma")
+FAMILIES = ("gpt_oss", "qwen_reasoning", "qwen", "chatml_format", "llama3", "mistral", "gemma", "think")
 
 
 def parser_for_template(template: str) -> ParserSpec | None:

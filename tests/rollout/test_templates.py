@@ -67,7 +67,7 @@ def play(tok, src, chat):
         before = hf_render(tok, chat[:k], src, add_generation_prompt=True)
         after = hf_render(tok, chat[:k + 1], src)
         text = after[len(before):] if after.startswith(before) else chat[k]["content"] + facts.eot
-        if facts.after_eot and text.endswith(facts.after_eot):
+        if facts.eot and facts.after_eot and text.endswith(facts.after_eot):  # the model stops at its EOT
             text = text[: len(text) - len(facts.after_eot)]
         ro.add_response([torch.tensor(tok.encode(text, add_special_tokens=False))])
         j = k + 1
@@ -94,7 +94,7 @@ def test_template(family_tok, path):
     fresh = tok.apply_chat_template(ro.history.to_chats()[0], chat_template=src, tokenize=True)["input_ids"]
     if facts.prefix_preserving:
         assert drift == [None]
-        assert fresh[: len(kept)] == kept and tok.decode(fresh[len(kept):]) == facts.after_eot
+        assert fresh[: len(kept)] == kept and tok.decode(fresh[len(kept):]) in ("", facts.after_eot)
     else:
         assert drift == [None] or (isinstance(drift[0], int) and 0 <= drift[0] <= len(kept))
 

@@ -74,6 +74,20 @@ def test_non_canonical_response_kept_verbatim_and_reported(qwen):
     assert ro.history.to_chats()[0] == ro.history.to_chats()[1]
 
 
+def test_tool_call_json_the_template_rewrites_is_kept_and_reported(qwen):
+    ro = Rollout([[{"role": "user", "content": "weather?"}]], tokenizer=qwen)
+    start = len(ro.prompt_ids()[0])
+    odd = enc(qwen, '<tool_call>\n{"arguments": {"city": "Oslo"}, "name": "get_weather"}\n</tool_call><|im_end|>')
+    ro.add_response([odd])
+    assert ro.history.to_chats()[0][-1]["tool_calls"] == [{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+    ro.add_messages([[{"role": "tool", "content": "rain"}]])
+    ids = ro.prompt_ids()[0]
+    assert torch.equal(ids[start:start + len(odd)], odd)  # the model's own key order, verbatim
+    assert qwen.decode(ids[start + len(odd):]) == ("\n<|im_start|>user\n<tool_response>\nrain\n</tool_response>"
+                                                  "<|im_end|>\n<|im_start|>assistant\n")
+    assert ro.drift()[0] is not None and ro.drift()[0] >= start
+
+
 def test_rows_finish_at_different_times(qwen):
     chats = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]
     ro = Rollout(chats, tokenizer=qwen)

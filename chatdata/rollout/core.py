@@ -58,7 +58,8 @@ def _as_chats(history: Any) -> list[list[dict]]:
             return [history.to_chats()]
         if history.ndim != 2:
             raise ValueError(f"Rollout takes a History of batch (B, -1), got batch size {tuple(history.batch_size)}")
-        return history.to_chats()
+        chats = history.to_chats()  # "<none>" messages pad stacked histories: never part of a chat
+        return [[m for m in c if m.get("role") != "<none>"] for c in chats]
     if isinstance(history, (list, tuple)) and all(isinstance(c, (list, tuple)) for c in history):
         return [list(c) for c in history]
     raise TypeError("Rollout takes a History of batch (B, -1) or a list of conversations (lists of message dicts)")

@@ -21,7 +21,8 @@ the assistant turn, so a turn costs one render of a few messages, never of the w
 (verl's fixed-base delta). The first time a template meets a kind of turn (its signature: the
 roles around it), the fixed-base text is checked against the same rule applied with the whole
 conversation as context; a template that fails the check (its output for a message depends
-on far-away messages) is rendered whole from then on.
+on far-away messages) is rendered whole from then on, and a kind of turn whose small base the
+template refuses to render is rendered whole.
 
 Example:
     >>> from chatdata.templates import Renderer, get_chat_template
@@ -144,10 +145,10 @@ class TurnDelta:
         if ok is None:
             try:
                 _VERIFIED[sig] = self.fixed(chat, a_idx, base, response, complete, {}) == truth
-            except TemplateError:
+                if not _VERIFIED[sig]:  # the template looks at far-away messages: render it whole
+                    _WHOLE.add(self.key)
+            except TemplateError:  # the template refuses the small base: this kind of turn goes whole
                 _VERIFIED[sig] = False
-            if not _VERIFIED[sig]:
-                _WHOLE.add(self.key)
         return truth
 
     @staticmethod

@@ -57,6 +57,7 @@ class ParserSpec:
     stop: str | None = None  # regex of the end-of-turn marker(s) a generated response ends with
     content: str | None = None  # regex: when it matches the content (after reasoning), group 1 is the content
     detect: tuple[str, ...] = ()  # markers that all occur in a template source of this family
+    openai_calls: bool = False  # tool calls as {"type", "function": {"name", "arguments"}, "id"} (Mistral's templates need it)
 
     def compiled(self):
         return _compile(self)
@@ -76,21 +77,24 @@ def _compile(spec: ParserSpec):
             re.compile(spec.reasoning, re.S) if spec.reasoning else None,
             re.compile(f"(?:{spec.stop})\\Z", re.S) if spec.stop else None,
             re.compile(spec.content, re.S) if spec.content else None,
+            spec.openai_calls,
         )
     return _COMPILED[key]
 
 
-def _one_call(call: Any, raw: str, index: int) -> dict:
+def _one_call(call: Any, raw: str, index: int, openai: bool) -> dict:
     if not isinstance(call, dict) or "name" not in call:
         raise ValueError(f"message {index}: tool call without a name: {raw!r}")
     args = call["arguments"] if "arguments" in call else call.get("parameters", {})
     out = {"name": call["name"], "arguments": args}
+    if openai:
+        out = {"type": "function", "function": out}
     if "id" in call:
         out["id"] = call["id"]
     return out
 
 
-def _tool_calls(content: str, pattern: re.Pattern, index: int) -> tuple[str, list[dict]]:
+def _tool_calls(content: str, pattern: re.Pattern, index: int, openai: bool = False) -> tuple[str, list[dict]]:
     """Remove the tool-call blocks from ``content``; each block's group 1 is a JSON object or a
     JSON list of objects ``{"name", "arguments" | "parameters"[, "id"]}``."""
     calls = []
@@ -100,7 +104,7 @@ def _tool_calls(content: str, pattern: re.Pattern, index: int) -> tuple[str, lis
         except json.JSONDecodeError as err:
             raise ValueError(f"message {index}: malformed tool-call JSON {m.group(1)!r}: {err}") from None
         for c in call if isinstance(call, list) else [call]:
-            calls.append(_one_call(c, m.group(1), index))
+            calls.append(_one_call(c, m.group(1), index, openai))
     return pattern.sub("", content), calls
 
 
@@ -112,7 +116,7 @@ def _split_reasoning(content: str, pattern: re.Pattern) -> tuple[str | None, str
 
 
 def _assistant_fields(msg: dict, spec_c, index: int) -> dict:
-    call_re, reason_re = spec_c[2], spec_c[4]
+    call_re, reason_re, openai = spec_c[2], spec_c[4], spec_c[7]
     content = msg["content"]
     if reason_re is not None:
         reasoning, content = _split_reasoning(content, reason_re)
@@ -124,7 +128,7 @@ def _assistant_fields(msg: dict, spec_c, index: int) -> dict:
             content = m.group(1)
             msg = {**msg, "content": content}
     if call_re is not None and call_re.search(content):
-        content, calls = _tool_calls(content, call_re, index)
+        content, calls = _tool_calls(content, call_re, index, openai)
         msg = {**msg, "content": content, "tool_calls": calls}
     return msg
 
@@ -204,7 +208,7 @@ BUILTIN_PARSERS = {
             ("tool", r"\[TOOL_RESULTS\](?P<content>.*?)(?:(?P<end>\[/TOOL_RESULTS\])|\Z)"),
             ("assistant", r"(?P<content>.*?)(?:(?P<end></s>)|(?=\[INST\]|\[TOOL_RESULTS\])|\Z)"),
         ),
-        stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",),
+        stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",), openai_calls=True,
     ),
     "gpt_oss": ParserSpec(  # harmony: reasoning on the analysis channel, the answer on the final one
         "gpt_oss", turns=(), stop=r"<\|return\|>|<\|end\|>|<\|call\|>",

@@ -159,3 +159,24 @@ def test_template_facts_cached_and_exposed(qwen):
     assert f is template_facts(qwen.chat_template, tokenizer=qwen)
     assert (f.eot, f.after_eot, f.prefix_preserving, f.fixed_base_delta) == ("<|im_end|>", "\n", True, True)
     assert f.as_dict()["generation_prompt"] == "<|im_start|>assistant\n"
+
+
+def test_mistral_nemo_tool_calls_with_its_own_tokenizer(mistral):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    start = [{"role": "user", "content": "Météo à Paris? ☔"}]
+    ro = Rollout([start], tokenizer=mistral, tools=tools)
+    assert ro.prompt_ids()[0].tolist() == fresh_ids(mistral, start, tools, gen=True)
+    call = '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abc123def"}]</s>'
+    ro.add_response([enc(mistral, call)])
+    parsed = ro.history.to_chats()[0][-1]
+    assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+                                     "id": "abc123def"}]
+    ro.add_messages([[{"role": "tool", "content": "pluie, 12°C", "tool_call_id": "abc123def"}]])
+    ro.add_response([enc(mistral, "Il pleut, 12 °C.</s>")])
+    chat = ro.history.to_chats()[0]
+    kept = ro.tokens()[0]["input_ids"].tolist()
+    assert kept == fresh_ids(mistral, chat, tools)  # Mistral writes nothing after its EOT
+    assert ro.drift() == [None]
+    ro.add_messages([[{"role": "user", "content": "Et demain?"}]])  # the tools move to the last user turn
+    assert ro.drift()[0] is not None and ro.prompt_ids()[0][: len(kept)].tolist() == kept

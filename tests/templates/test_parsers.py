@@ -125,7 +125,8 @@ def test_parse_response_formats():
     prompt_had_think = parse_response("hm</think>\n\nyes<|im_end|>", BUILTIN_PARSERS["qwen_reasoning"])
     assert prompt_had_think["reasoning_content"] == "hm" and prompt_had_think["content"] == "yes"
     mistral = parse_response('[TOOL_CALLS][{"name": "g", "arguments": {}, "id": "abcdefghi"}]</s>', BUILTIN_PARSERS["mistral"])
-    assert mistral["tool_calls"] == [{"name": "g", "arguments": {}, "id": "abcdefghi"}] and mistral["content"] == ""
+    assert mistral["tool_calls"] == [{"type": "function", "function": {"name": "g", "arguments": {}}, "id": "abcdefghi"}]
+    assert mistral["content"] == ""
     llama = parse_response('{"name": "h", "parameters": {"x": "y"}}<|eot_id|>', BUILTIN_PARSERS["llama3"])
     assert llama["tool_calls"] == [{"name": "h", "arguments": {"x": "y"}}]
     harmony = parse_response("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",

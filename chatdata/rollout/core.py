@@ -94,9 +94,12 @@ class Rollout:
         if not self.facts.fixed_base_delta:
             _WHOLE.add(self._delta.key)
         self.parser = parser_for_template(self.template)
+        self._encode_fast = self._decode_fast = None
         backend = getattr(tokenizer, "backend_tokenizer", None)
-        self._encode_fast = backend.encode if backend is not None else None
-        self._decode_fast = backend.decode if backend is not None else None
+        probe = self.facts.generation_prompt + " Héllo,\n\n  wörld 42" + self.facts.eot + self.facts.after_eot
+        if backend is not None and backend.encode(probe, add_special_tokens=False).ids == tokenizer.encode(
+                probe, add_special_tokens=False):  # the Rust backend alone gives the tokenizer's ids: use it
+            self._encode_fast, self._decode_fast = backend.encode, backend.decode
         self._rows = [_Row(c) for c in _as_chats(history)]
         for i, row in enumerate(self._rows):
             row.tokens.set_pending(self._encode(self._render(i, row.prepared)))

@@ -175,8 +175,14 @@ class Rollout:
         Example:
             >>> ro.add_response([torch.tensor([19, 151645])], logprobs=[torch.tensor([-0.1, -0.2])])  # doctest: +SKIP
         """
-        if isinstance(ids, torch.Tensor) and ids.ndim != 2:
-            ids = [ids]
+        if isinstance(ids, torch.Tensor):
+            if ids.is_nested:
+                ids = list(ids.unbind())
+            elif ids.ndim == 1:
+                ids = [ids]
+            else:
+                raise ValueError(f"add_response takes one 1-D id tensor per row (a list, or a nested tensor), got a "
+                                 f"tensor of shape {tuple(ids.shape)}: padding would be kept as generated ids")
         idx = self._row_indices(rows, len(ids), "add_response")
         if logprobs is not None and len(logprobs) != len(idx):
             raise ValueError(f"add_response: got {len(logprobs)} logprob tensors for {len(idx)} rows")

@@ -148,6 +148,10 @@ def test_clear_errors_name_the_row(qwen):
         ro.add_messages([[{"role": "user", "content": "b"}]], rows=[5])
     with pytest.raises(ValueError, match="got 1 items for 2 rows"):
         ro.add_response([ok])
+    with pytest.raises(ValueError, match="padding would be kept"):
+        ro.add_response(torch.ones(2, 3, dtype=torch.int64))
+    with pytest.raises(TypeError, match="row 0: response ids must be integers"):
+        ro.add_response([ok, torch.ones(2)], rows=[1, 0])
     with pytest.raises(TypeError, match="row 0"):
         ro.add_messages([["not a message"]], rows=[0])
     assert [torch.equal(a, b) for a, b in zip(before, ro.prompt_ids())] == [True, True]  # nothing changed

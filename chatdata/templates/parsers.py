@@ -68,8 +68,9 @@ _COMPILED: dict = {}
 
 def _compile(spec: ParserSpec):
     key = id(spec)
-    if key not in _COMPILED:
-        _COMPILED[key] = (
+    entry = _COMPILED.get(key)
+    if entry is None or entry[0] is not spec:  # the entry holds its spec, so an id is never reused
+        _COMPILED[key] = (spec, (
             re.compile(spec.prefix, re.S) if spec.prefix else None,
             [(role, re.compile(p, re.S)) for role, p in spec.turns],
             re.compile(spec.tool_call, re.S) if spec.tool_call else None,
@@ -78,8 +79,8 @@ def _compile(spec: ParserSpec):
             re.compile(f"(?:{spec.stop})\\Z", re.S) if spec.stop else None,
             re.compile(spec.content, re.S) if spec.content else None,
             spec.openai_calls,
-        )
-    return _COMPILED[key]
+        ))
+    return _COMPILED[key][1]
 
 
 def _one_call(call: Any, raw: str, index: int, openai: bool) -> dict:

@@ -63,6 +63,7 @@ def _template_and_tokenizer(target, tokenizer_path):
 
 
 def run(args):
+    from .. import rollout  # noqa: F401 - adds the rollout facts section to the report
     from ..templates import TemplateError
     from ..templates.report import check_template, mark_spans
 

@@ -181,3 +181,13 @@ def _measure(renderer: Renderer) -> TemplateFacts:
         return TemplateFacts(eot, after, gen, prefix, False, "the probe conversations do not render", False)
     rewrite = _first_rewrite(renderer, chat)
     return TemplateFacts(eot, after, gen, prefix, rewrite is None, rewrite, TurnDelta(renderer, eot).agrees_on(chat))
+
+
+def rollout_section(ctx: Any) -> list:
+    """A ``chatdata templates check`` report section (a builder for
+    :data:`chatdata.templates.report.SECTION_BUILDERS`) with the template's rollout facts."""
+    from ..templates.report import Section
+
+    facts = facts_for_renderer(ctx.renderer)
+    lines = [f"{name}: {value!r}" for name, value in facts.as_dict().items()]
+    return [Section("rollout facts (token in, token out)", lines)]

@@ -63,7 +63,7 @@ def _template_and_tokenizer(target, tokenizer_path):
 
 
 def run(args):
-    from .. import rollout  # noqa: F401 - adds the rollout facts section to the report
+    from ..rollout import rollout_section
     from ..templates import TemplateError
     from ..templates.report import check_template, mark_spans
 
@@ -72,6 +72,7 @@ def run(args):
     try:
         sections = check_template(template, tokenizer=tok, tools=tools, mask_reasoning=not args.no_reasoning,
                                   mask_eot=not args.no_eot)
+        sections += rollout_section(template, tokenizer=tok, tools=tools)  # per-template facts of chatdata.rollout
     except TemplateError as err:
         raise CLIError(f"{args.target}: {err}") from None
     color = args.color == "always" or (args.color == "auto" and color_enabled(sys.stdout))

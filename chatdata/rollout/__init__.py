@@ -15,11 +15,7 @@ Example:
     >>> ro.prompt_ids()[0].tolist() == tok.apply_chat_template(ro.history.to_chats()[0], add_generation_prompt=True)["input_ids"]
     True
 """
-from ..templates.report import SECTION_BUILDERS as _BUILDERS
 from .core import Rollout
 from .facts import TemplateFacts, rollout_section, template_facts
-
-if rollout_section not in _BUILDERS:  # `chatdata templates check` prints the rollout facts too
-    _BUILDERS.append(rollout_section)
 
 __all__ = ["Rollout", "TemplateFacts", "template_facts"]

@@ -183,11 +183,17 @@ def _measure(renderer: Renderer) -> TemplateFacts:
     return TemplateFacts(eot, after, gen, prefix, rewrite is None, rewrite, TurnDelta(renderer, eot).agrees_on(chat))
 
 
-def rollout_section(ctx: Any) -> list:
-    """A ``chatdata templates check`` report section (a builder for
-    :data:`chatdata.templates.report.SECTION_BUILDERS`) with the template's rollout facts."""
+def rollout_section(template: str, tokenizer: Any = None, tools: Any = None, **template_kwargs: Any) -> list:
+    """The rollout facts as a ``chatdata templates check`` report section (a list of one
+    :class:`chatdata.templates.report.Section`).
+
+    Example:
+        >>> from chatdata.templates import get_chat_template
+        >>> rollout_section(get_chat_template("qwen"))[0].lines[0]
+        "eot: '<|im_end|>'"
+    """
     from ..templates.report import Section
 
-    facts = facts_for_renderer(ctx.renderer)
+    facts = template_facts(template, tokenizer=tokenizer, tools=tools, **template_kwargs)
     lines = [f"{name}: {value!r}" for name, value in facts.as_dict().items()]
     return [Section("rollout facts (token in, token out)", lines)]

@@ -93,5 +93,5 @@ def write_shard_from_arrow(table, out, column: str = "messages"):
     name = f"{SHARDS}/{new_shard_name()}"
     target = Path(out) / name
     target.parent.mkdir(parents=True, exist_ok=True)
-    obj.memmap(str(target))
+    obj.memmap(str(target), copy_existing=True)  # a loaded (memory-mapped) dataset is copied in
     return pa.table({"path": [name], "items": [int(obj.batch_size[0])], "kind": [kind]})

@@ -299,7 +299,7 @@ class ShardedDataset:
         kind = _kind_of(obj)
         name = f"{SHARDS}/{new_shard_name()}"
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
-        obj.memmap(str(self.path / name))
+        obj.memmap(str(self.path / name), copy_existing=True)  # also a loaded dataset
         try:
             commit_shards(self.path, [{"path": name, "items": _items(obj)}], kind)
         except BaseException:

@@ -65,6 +65,17 @@ def _writer(path, tag, n):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def test_append_a_loaded_dataset(tmp_path):
+    """The usual case: a dataset loaded from disk (memory-mapped) is appended as a new shard."""
+    History.from_chats(_chats("d", 3)).memmap(tmp_path / "ds")
+    loaded = History.load_memmap(tmp_path / "ds")
+    ds = open_dataset(tmp_path / "corpus", mode="a")
+    ds.append(loaded)
+    ds.append(loaded[1:])
+    assert open_dataset(tmp_path / "corpus").to_chats() == _chats("d", 3) + _chats("d", 3)[1:]
+    assert History.load_memmap(tmp_path / "ds").to_chats() == _chats("d", 3)  # the source is untouched
+
+
 def test_two_processes_append_at_once_lose_nothing(tmp_path):
     path = tmp_path / "corpus"
     n = 8

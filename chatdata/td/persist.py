@@ -34,8 +34,9 @@ from pathlib import Path
 
 import torch
 
+from . import checksum as _checksum
 from .folder import Folder
-from .fsops import FormatError, atomic_replace, check_overwritable, resolve_target
+from .fsops import FormatError, atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
 from .integrity import LoadedRagged, check_offsets, check_version, parse_meta
 from .tempdirs import WriterTemp, remove_orphans
 from .keys import key_to_filename
@@ -77,22 +78,24 @@ if sys.byteorder != "little":  # pragma: no cover - every supported platform is 
 
 # -- writing ------------------------------------------------------------------------------
 class _Writer:
-    """Writes one collection tree; tensor files may be written by a thread pool."""
+    """Writes one collection tree; tensor files may be written by a thread pool. Each folder's
+    ``meta.json`` is written last, once its files' checksums are known (``finish``)."""
 
     def __init__(self, num_threads: int = 0, like: bool = False):
         self.jobs = []
+        self.metas = []  # (folder, meta): written by finish() after the data files
         self.num_threads = num_threads
         self.like = like  # memmap_like: allocate files of the right size, copy nothing
 
-    def tensor(self, t: torch.Tensor, path: Path) -> dict:
+    def tensor(self, t: torch.Tensor, path: Path, sums: dict) -> dict:
         t = t.detach()
         if t.device.type != "cpu":
             t = t.cpu()
         meta = {"kind": "tensor", "dtype": dtype_name(t.dtype), "shape": list(t.shape), "file": path.name}
-        if self.like:
+        if self.like:  # no checksum: memmap_like files are meant to be filled in place later
             self.jobs.append(lambda: _allocate(path, t.numel() * t.element_size()))
         else:
-            self.jobs.append(lambda: _write_tensor(t, path))
+            self.jobs.append(lambda: _checksum.record(sums, path.name, _write_tensor(t, path)))
         return meta
 
     def run(self) -> None:
@@ -102,6 +105,17 @@ class _Writer:
         else:
             for job in self.jobs:
                 job()
+        self.finish()
+
+    def finish(self) -> None:
+        for folder, meta in self.metas:
+            meta["checksums"] = _checksum.sorted_checksums(meta["checksums"])
+            _write_meta(folder, meta)
+
+
+def _write_meta(folder: Path, meta: dict) -> None:
+    with open(folder / "meta.json", "w", encoding="utf-8") as f:
+        json.dump(meta, f, ensure_ascii=False, allow_nan=True)
 
 
 def _allocate(path: Path, nbytes: int) -> None:
@@ -109,10 +123,12 @@ def _allocate(path: Path, nbytes: int) -> None:
         f.truncate(nbytes)
 
 
-def _write_tensor(t: torch.Tensor, path: Path) -> None:
-    with open(path, "wb") as f:
+def _write_tensor(t: torch.Tensor, path: Path) -> str | None:
+    """Write the tensor's bytes; returns their checksum (hashed from memory, not re-read)."""
+    with _checksum.HashingFile.open(path) as f:
         if t.numel():
             f.write(memoryview(t.contiguous().reshape(-1).view(torch.uint8).numpy()))
+        return f.checksum()
 
 
 def _entry_value(value, where):
@@ -135,6 +151,7 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
 
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
+    sums = {}  # file name -> checksum, filled as the files are written
     if isinstance(obj, TensorClass):
         cls = type(obj)
         meta.update({"_type": "tensorclass", "class": f"{cls.__module__}.{cls.__qualname__}"})
@@ -144,19 +161,19 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
         meta["storage"] = "_storage"
     elif isinstance(obj, RaggedTensorDict):
         meta.update({"_type": "ragged", "batch_size": list(obj.batch_size), "device": _dev(obj.device)})
-        meta["offsets"] = w.tensor(obj.offsets, folder / "_offsets.memmap")
-        meta["values"] = _collection_or_leaf(obj.values, folder, "_values", w)
+        meta["offsets"] = w.tensor(obj.offsets, folder / "_offsets.memmap", sums)
+        meta["values"] = _collection_or_leaf(obj.values, folder, "_values", w, sums)
     elif isinstance(obj, TensorDict):
         meta.update({"_type": "TensorDict", "batch_size": list(obj.batch_size), "device": _dev(obj.device)})
         entries = {}
         for key, value in obj._tensordict.items():
             _check_key_text(key)
-            entries[key] = _collection_or_leaf(value, folder, key_to_filename(key), w, key)
+            entries[key] = _collection_or_leaf(value, folder, key_to_filename(key), w, sums, key)
         meta["entries"] = entries
     else:
         raise TypeError(f"cannot save a {type(obj).__name__}")
-    with open(folder / "meta.json", "w", encoding="utf-8") as f:
-        json.dump(meta, f, ensure_ascii=False, allow_nan=True)
+    meta["checksums"] = sums
+    w.metas.append((folder, meta))
     return meta
 
 
@@ -164,33 +181,33 @@ def _dev(device):
     return None if device is None else str(device)
 
 
-def _collection_or_leaf(value, folder: Path, name: str, w: _Writer, key=None) -> dict:
+def _collection_or_leaf(value, folder: Path, name: str, w: _Writer, sums: dict, key=None) -> dict:
     where = f"entry {key if key is not None else name!r}"
     if isinstance(value, torch.Tensor):
-        return w.tensor(value, folder / f"{name}.memmap")
+        return w.tensor(value, folder / f"{name}.memmap", sums)
     if isinstance(value, NonTensorData):
         return {"kind": "value", "batch_size": list(value.batch_size), "value": _entry_value(value.data, where)}
     if isinstance(value, NonTensorStack):
-        return _write_strings(value, folder, name, where)
+        return _write_strings(value, folder, name, where, sums)
     _write_collection(value, folder / name, w)
     return {"kind": "collection", "dir": name}
 
 
-def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str) -> dict:
+def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, sums: dict) -> dict:
     pool = stack._pool
     ids = stack._ids() if stack._idx is None else None
     data_path, off_path = folder / f"{name}.bytes.memmap", folder / f"{name}.offsets.memmap"
     try:
         if ids is not None and ids == range(len(pool)) and not pool.is_packed:
             # a freshly built column: stream its values to the file, no packed copy in memory
-            kind, nbytes = _write_values(pool._list, data_path, off_path)
+            kind, nbytes = _write_values(pool._list, data_path, off_path, sums)
         else:
             if ids is not None and ids == range(len(pool)):  # the stack is its pool, in order
                 packed = pool.packed()  # a packed pool (e.g. a loaded column) is written as it is
             else:
                 packed = pool.packed(stack._index_t.reshape(-1))
-            _write_tensor(packed.data, data_path)
-            _write_tensor(packed.offsets, off_path)
+            _checksum.record(sums, data_path.name, _write_tensor(packed.data, data_path))
+            _checksum.record(sums, off_path.name, _write_tensor(packed.offsets, off_path))
             kind, nbytes = packed.kind, int(packed.offsets[-1]) if packed.offsets.numel() else 0
     except TypeError as err:
         raise TypeError(f"cannot save {where}: {err}") from None
@@ -206,7 +223,7 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str) -
     }
 
 
-def _write_values(values: list, data_path: Path, off_path: Path) -> tuple[str, int]:
+def _write_values(values: list, data_path: Path, off_path: Path, sums: dict) -> tuple[str, int]:
     """Write values as a packed column (UTF-8 strings, else JSON texts) straight to the files."""
     try:  # strict UTF-8: a lone surrogate is refused (docs/format.md, "Integrity")
         if all(type(v) is str for v in values):
@@ -219,9 +236,12 @@ def _write_values(values: list, data_path: Path, off_path: Path) -> tuple[str, i
     offsets = torch.zeros(len(encoded) + 1, dtype=torch.int64)
     if encoded:
         torch.cumsum(torch.frombuffer(array("q", map(len, encoded)), dtype=torch.int64), 0, out=offsets[1:])
-    with open(data_path, "wb") as f:
-        f.writelines(encoded)
-    _write_tensor(offsets, off_path)
+    with _checksum.HashingFile.open(data_path) as f:
+        step = 4096  # write (and hash) a few hundred KB at a time, not one call per string
+        for a in range(0, len(encoded), step):
+            f.write(b"".join(encoded[a:a + step]))
+        _checksum.record(sums, data_path.name, f.checksum())
+    _checksum.record(sums, off_path.name, _write_tensor(offsets, off_path))
     return kind, int(offsets[-1])
 
 
@@ -254,24 +274,30 @@ def _check_key_text(key: str) -> None:
         raise ValueError(f"cannot save the key {key!r}: it {_surrogate_message(err)}") from None
 
 
-def save(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True) -> Path:
+def save(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True,
+         durable: bool = False) -> Path:
     """Write ``obj`` to the folder ``prefix`` atomically; returns the folder's path.
 
     The tree is written into a temporary sibling folder, then swapped into place, so a crash
-    leaves either the old folder or the new one, whole. See :func:`save_and_load`.
+    leaves either the old folder or the new one, whole. See :func:`save_and_load`. Every data
+    file's checksum goes into its folder's ``meta.json``. ``durable=True`` also survives a power
+    loss: the files and folders are fsynced before the rename, and the parent folder after it.
     """
-    return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok, load_back=False)[0]
+    return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok, load_back=False,
+                 durable=durable)[0]
 
 
-def save_and_load(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True):
+def save_and_load(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True,
+                  durable: bool = False):
     """:func:`save`, then the saved object, loaded from the files this call wrote (opened
     before they are swapped into place), never from what another writer put at ``prefix``
     since. Returns ``(path, loaded)``."""
-    return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok, load_back=True)
+    return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok, load_back=True,
+                 durable=durable)
 
 
 # -- the save protocol (issue 17 / 15): target checks, locked temp folder, orphans, swap ----
-def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, load_back: bool):
+def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, load_back: bool, durable: bool = False):
     prefix = resolve_target(prefix)  # a link to a folder: replace the folder it points to
     if prefix.is_dir() and not existsok and any(prefix.iterdir()):
         raise FileExistsError(f"{prefix} already holds data; pass existsok=True to overwrite it")
@@ -285,7 +311,11 @@ def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, load_bac
         w.run()
         if load_back:
             loaded = _load_folder(Folder.open(tmp.data), prefix)
+        if durable:
+            fsync_tree(tmp.data)
         atomic_replace(tmp.data, prefix)
+        if durable:
+            fsync_dir(prefix.parent)
     return prefix, loaded
 
 

@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .fsops import atomic_replace, resolve_target
+from .checksum import HashingFile, record, sorted_checksums
+from .fsops import durable_replace, resolve_target
 from .tempdirs import WriterTemp, remove_orphans
 from .keys import key_to_filename
 from .nontensor import NonTensorData, NonTensorStack
@@ -111,8 +112,8 @@ class _Column:
     # files ------------------------------------------------------------------------------
     def _open_strings(self, kind: str) -> None:
         self.state, self.kind = "strings", kind
-        self._fdata = open(self.folder / f"{self.name}.bytes.memmap", "wb")
-        self._foff = open(self.folder / f"{self.name}.offsets.memmap", "wb")
+        self._fdata = HashingFile.open(self.folder / f"{self.name}.bytes.memmap")
+        self._foff = HashingFile.open(self.folder / f"{self.name}.offsets.memmap")
         self._foff.write(np.zeros(1, dtype=np.int64).tobytes())
 
     def _write_strings(self, data: torch.Tensor, off: torch.Tensor, n: int) -> None:
@@ -133,7 +134,7 @@ class _Column:
         tmp_d, tmp_o = dpath.with_suffix(".json-tmp"), opath.with_suffix(".json-tmp")
         write, self.write = self.write, lambda f, buf: f.write(buf)  # synchronous while rewriting
         rows, self.rows, self.nbytes = self.rows, 0, 0
-        self._fdata, self._foff = open(tmp_d, "wb"), open(tmp_o, "wb")
+        self._fdata, self._foff = HashingFile.open(tmp_d), HashingFile.open(tmp_o)
         self._foff.write(np.zeros(1, dtype=np.int64).tobytes())
         step = 65536
         for a in range(0, rows, step):
@@ -148,7 +149,8 @@ class _Column:
         self._foff.close()
         tmp_d.replace(dpath)
         tmp_o.replace(opath)
-        self._fdata, self._foff = open(dpath, "ab"), open(opath, "ab")
+        # go on appending (and hashing) after the rewritten content
+        self._fdata.file, self._foff.file = open(dpath, "ab"), open(opath, "ab")
         self.kind = "json"
         self.write = write
 
@@ -177,7 +179,7 @@ class _Column:
             if self.state is None:
                 self.state, self.dtype, self.inner = "tensor", value.dtype, tuple(value.shape[1:])
                 dtype_name(value.dtype)
-                self._fdata = open(self.folder / f"{self.name}.memmap", "wb")
+                self._fdata = HashingFile.open(self.folder / f"{self.name}.memmap")
             elif value.dtype != self.dtype or tuple(value.shape[1:]) != self.inner:
                 raise TypeError(f"{where}: chunk of {value.dtype} {tuple(value.shape[1:])} after "
                                 f"{self.dtype} {self.inner}")
@@ -225,10 +227,17 @@ class _Column:
         self._write_strings(data, off, n)
 
     def close_files(self) -> None:
+        """Close the files, keeping their checksums for :meth:`record_checksums`."""
+        self._sums = {}
         for f in (self._fdata, self._foff):
             if f is not None:
                 f.close()
+                self._sums[Path(f.file.name).name] = f.checksum()
         self._fdata = self._foff = None
+
+    def record_checksums(self, sums: dict) -> None:
+        for name, value in getattr(self, "_sums", {}).items():
+            record(sums, name, value)
 
     def entry(self, total: int) -> dict:
         if self.rows != total:
@@ -247,10 +256,11 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _meta(folder: Path, meta: dict) -> None:
+def _meta(folder: Path, meta: dict, sums: dict) -> None:
+    """Write ``meta.json`` with the same fields, in the same order, as ``persist.save``."""
     with open(folder / "meta.json", "w", encoding="utf-8") as f:
-        json.dump({"format": FORMAT_NAME, "version": FORMAT_VERSION, **meta}, f, ensure_ascii=False,
-                  allow_nan=True)
+        json.dump({"format": FORMAT_NAME, "version": FORMAT_VERSION, **meta, "checksums": sorted_checksums(sums)},
+                  f, ensure_ascii=False, allow_nan=True)
 
 
 class StreamWriter:
@@ -262,15 +272,18 @@ class StreamWriter:
             ragged stack in, as ``History.memmap`` does; ``None`` saves the bare ragged stack.
         columns: column names in the order ``meta.json`` should list them (others follow in
             order of appearance); they are also the columns of an empty dataset.
+        durable: fsync the files and folders before the final rename and the parent folder
+            after it, so a dataset that :meth:`close` returned survives a power loss.
     """
 
-    def __init__(self, path, *, tensorclass=None, columns=()):
+    def __init__(self, path, *, tensorclass=None, columns=(), durable: bool = False):
         self.path = resolve_target(path)  # through a link: replace the folder it points to
         if self.path.exists() and not self.path.is_dir():
             raise FileExistsError(f"{self.path} exists and is not a folder")
         if isinstance(tensorclass, type):
             tensorclass = f"{tensorclass.__module__}.{tensorclass.__qualname__}"
         self.tensorclass = tensorclass
+        self.durable = durable
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_orphans(self.path)  # temp folders of earlier writers to this path that died
         self._temp = WriterTemp(self.path).__enter__()  # short, locked temp folder (tempdirs.py)
@@ -278,7 +291,7 @@ class StreamWriter:
         self.values_dir = self.tmp / "_storage" / "_values" if tensorclass else self.tmp / "_values"
         self.values_dir.mkdir(parents=True)
         self.ragged_dir = self.values_dir.parent
-        self._offsets = open(self.ragged_dir / "_offsets.memmap", "wb")
+        self._offsets = HashingFile.open(self.ragged_dir / "_offsets.memmap")
         self._offsets.write(np.zeros(1, dtype=np.int64).tobytes())
         # file writes run on one background thread (they release the GIL), overlapping the
         # caller's parsing of the next chunk; at most one chunk's writes are in flight
@@ -350,17 +363,22 @@ class StreamWriter:
                 col.close_files()
             self._offsets.close()
             entries = {k: c.entry(self.rows) for k, c in self.columns.items()}
+            value_sums = {}
+            for c in self.columns.values():
+                c.record_checksums(value_sums)
             _meta(self.values_dir, {"_type": "TensorDict", "batch_size": [self.rows], "device": None,
-                                    "entries": entries})
+                                    "entries": entries}, value_sums)
             bs = [self.items, -1]
+            ragged_sums = {}
+            record(ragged_sums, "_offsets.memmap", self._offsets.checksum())
             _meta(self.ragged_dir, {
                 "_type": "ragged", "batch_size": bs, "device": None,
                 "offsets": {"kind": "tensor", "dtype": "int64", "shape": [self.items + 1], "file": "_offsets.memmap"},
-                "values": {"kind": "collection", "dir": "_values"}})
+                "values": {"kind": "collection", "dir": "_values"}}, ragged_sums)
             if self.tensorclass:
                 _meta(self.tmp, {"_type": "tensorclass", "class": self.tensorclass, "batch_size": bs,
-                                 "device": None, "storage": "_storage"})
-            atomic_replace(self.tmp, self.path)
+                                 "device": None, "storage": "_storage"}, {})
+            durable_replace(self.tmp, self.path, self.durable)
         except BaseException:
             self.abort()
             raise

@@ -78,14 +78,16 @@ def _mmap_leaves(obj):
 
 
 def memmap(self, prefix=None, copy_existing: bool = False, *, num_threads: int = 0, return_early: bool = False,
-           share_non_tensor: bool = False, existsok: bool = True, _like: bool = False):
+           share_non_tensor: bool = False, existsok: bool = True, durable: bool = False, _like: bool = False):
     """Write every entry to memory-mapped files under ``prefix`` (a temporary folder when None)
-    and return the memory-mapped, locked copy."""
+    and return the memory-mapped, locked copy. ``durable=True`` fsyncs the files and folders
+    so the saved data survives a power loss once this returns."""
     if return_early and num_threads > 0:
         ex = ThreadPoolExecutor(1)
-        fut = ex.submit(memmap, self, prefix, copy_existing, num_threads=num_threads, existsok=existsok, _like=_like)
+        fut = ex.submit(memmap, self, prefix, copy_existing, num_threads=num_threads, existsok=existsok,
+                        durable=durable, _like=_like)
         return TensorDictFuture(fut, ex)
-    out, temporary = _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like)
+    out, temporary = _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like, durable)
     if temporary is not None:
         _remove_when_gone(out, temporary)
     return out
@@ -101,7 +103,7 @@ def _remove_when_gone(owner, folder) -> None:
     weakref.finalize(owner, shutil.rmtree, str(folder), True)
 
 
-def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like):
+def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like, durable=False):
     """The memory-mapped copy, and the temporary folder made for it (None if ``prefix`` was given)."""
     st = _storage(self)
     saved = getattr(st, "_saved_path", None)
@@ -120,7 +122,8 @@ def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like):
                 )
     try:
         # the object of this call's own save, even if another writer swaps ``prefix`` right after
-        _, out = persist.save_and_load(self, prefix, num_threads=num_threads, like=_like, existsok=existsok)
+        _, out = persist.save_and_load(self, prefix, num_threads=num_threads, like=_like, existsok=existsok,
+                                       durable=durable)
     except BaseException:
         if temporary is not None:
             import shutil
@@ -132,13 +135,14 @@ def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like):
 
 
 def memmap_(self, prefix=None, copy_existing: bool = False, *, num_threads: int = 0, return_early: bool = False,
-            share_non_tensor: bool = False, existsok: bool = True):
+            share_non_tensor: bool = False, existsok: bool = True, durable: bool = False):
     """Like :func:`memmap`, but this object's entries become the memory-mapped ones."""
     if return_early and num_threads > 0:
         ex = ThreadPoolExecutor(1)
-        fut = ex.submit(memmap_, self, prefix, copy_existing, num_threads=num_threads, existsok=existsok)
+        fut = ex.submit(memmap_, self, prefix, copy_existing, num_threads=num_threads, existsok=existsok,
+                        durable=durable)
         return TensorDictFuture(fut, ex)
-    out, temporary = _memmap_into(self, prefix, copy_existing, num_threads, existsok, False)
+    out, temporary = _memmap_into(self, prefix, copy_existing, num_threads, existsok, False, durable)
     if out is self:
         return self
     _adopt(self, out)
@@ -162,13 +166,20 @@ def memmap_like(self, prefix=None, copy_existing: bool = False, *, existsok: boo
                   existsok=existsok, _like=True)
 
 
-def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None):
+def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None,
+                verify: bool = False):
     """Load a saved collection (any class) lazily: files are mapped, not read.
 
     ``device="meta"`` opens no data file; under ``FakeTensorMode`` tensors are fake; ``out``
     receives the loaded values in place. ``allow_pickle`` is accepted for tensordict code and
-    changes nothing: chatdata never unpickles data.
+    changes nothing: chatdata never unpickles data. ``verify=True`` first reads every file and
+    checks sizes, offsets, UTF-8 and checksums (:func:`chatdata.td.verify.verify`), raising
+    ``FormatError`` naming the bad file.
     """
+    if verify:
+        from .verify import verify as _verify
+
+        _verify(prefix).raise_if_bad()
     fake = persist._fake_mode_active()
     res = persist.load(prefix, device, fake=fake)
     if out is not None:
@@ -180,8 +191,9 @@ def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None, al
     return res
 
 
-def _load_memmap_cls(cls, prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None):
-    res = load_memmap(prefix, device, non_blocking, out=out)
+def _load_memmap_cls(cls, prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None,
+                     verify: bool = False):
+    res = load_memmap(prefix, device, non_blocking, out=out, verify=verify)
     if isinstance(res, cls) or not hasattr(cls, "_from_storage") or out is not None:
         return res
     return cls._from_storage(res)

@@ -383,7 +383,8 @@ class ShardedWriter:
         2
     """
 
-    def __init__(self, path, shard_size: int, *, kind: str = "History", overwrite: bool = False, columns=None):
+    def __init__(self, path, shard_size: int, *, kind: str = "History", overwrite: bool = False, columns=None,
+                 durable: bool = False):
         if shard_size <= 0:
             raise ValueError("shard_size must be > 0")
         self.path = Path(path)
@@ -391,6 +392,7 @@ class ShardedWriter:
         self.kind = kind
         self.overwrite = overwrite
         self.columns = columns
+        self.durable = durable  # fsync each shard before and after its rename (the manifest always is)
         self.entries: list[dict] = []
         self._current = None
         self._current_name = None
@@ -406,9 +408,10 @@ class ShardedWriter:
             from ..history.columns import FIELDS, FLAGS_KEY
 
             self._current = StreamWriter(self.path / self._current_name, tensorclass=History,
-                                         columns=(*FIELDS, FLAGS_KEY))
+                                         columns=(*FIELDS, FLAGS_KEY), durable=self.durable)
         else:
-            self._current = StreamWriter(self.path / self._current_name, columns=self.columns or ())
+            self._current = StreamWriter(self.path / self._current_name, columns=self.columns or (),
+                                         durable=self.durable)
         self._current_items = 0
 
     def _finish(self):

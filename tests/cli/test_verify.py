@@ -1,0 +1,95 @@
+"""``chatdata verify`` and ``chatdata import --durable``, as a user runs them."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli, write_jsonl
+
+from chatdata.cli import main
+
+OLD = Path(__file__).resolve().parents[1] / "data" / "chatdata_v1_no_checksums"
+
+CHATS = [{"messages": [{"role": "user", "content": f"question {i} — naïve?"},
+                       {"role": "assistant", "content": f"answer number {i}"}]} for i in range(30)]
+
+
+class _Result:
+    def __init__(self, returncode, stdout):
+        self.returncode, self.stdout = returncode, stdout
+
+
+def _run(capsys, *args) -> _Result:
+    """``chatdata ARGS`` in this process (a subprocess costs seconds of imports each)."""
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return _Result(code, capsys.readouterr().out)
+
+
+def _import(tmp_path, capsys, *extra) -> Path:
+    src = write_jsonl(tmp_path / "chats.jsonl", CHATS)
+    out = tmp_path / "ds"
+    res = _run(capsys, "import", src, out, *extra)
+    assert res.returncode == 0
+    return out
+
+
+def test_verify_exit_status_and_named_files(tmp_path, capsys):
+    ds = _import(tmp_path, capsys, "--durable")
+    res = run_cli("verify", ds)  # once as a user runs it
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.startswith(f"ok: {ds}: 6 files") and "6 checksums match" in res.stdout
+
+    content = ds / "_storage" / "_values" / "content.bytes.memmap"
+    data = content.read_bytes()
+    content.write_bytes(data.replace(b"answer number 7", b"answer number 8", 1))  # same size, valid UTF-8
+    res = _run(capsys, "verify", ds)
+    assert res.returncode == 1
+    assert f"bad: {content}: checksum mismatch" in res.stdout
+    assert "FAILED" in res.stdout and "1 problem(s) in 1 file(s)" in res.stdout
+
+    res = _run(capsys, "verify", ds, "--json")
+    report = json.loads(res.stdout)
+    assert res.returncode == 1 and not report["ok"]
+    assert [p["path"] for p in report["problems"]] == [str(content)]
+
+    # without checksums the change is invisible; invalid UTF-8 is not
+    assert _run(capsys, "verify", ds, "--no-checksums").returncode == 0
+    content.write_bytes(data.replace("ï".encode(), b"\xc3\x28", 1))
+    res = _run(capsys, "verify", ds, "--no-checksums", "-q")
+    assert res.returncode == 1 and f"bad: {content}: invalid UTF-8 at byte" in res.stdout
+
+
+def test_verify_bad_paths(tmp_path, capsys):
+    res = _run(capsys, "verify", tmp_path / "nope")
+    assert res.returncode == 1 and "does not exist" in res.stdout
+    with pytest.raises(SystemExit) as err:
+        main(["verify"])  # no PATH: a usage error
+    assert err.value.code == 2
+
+
+def test_verify_an_older_folder_and_lists_leftovers(tmp_path, capsys):
+    old = tmp_path / "history"
+    shutil.copytree(OLD / "history", old)
+    leftover = tmp_path / ".history.tmp-0123456789ab"
+    shutil.copytree(old, leftover)  # what a save killed long ago leaves behind
+    import os
+
+    os.utime(leftover, (1_000_000_000, 1_000_000_000))
+    for p in leftover.rglob("*"):
+        os.utime(p, (1_000_000_000, 1_000_000_000))
+    res = _run(capsys, "verify", old)
+    assert res.returncode == 0, res.stdout
+    assert "carry no checksum" in res.stdout
+    assert f"leftover: {leftover}" in res.stdout
+
+
+def test_import_durable_round_trips(tmp_path, capsys):
+    ds = _import(tmp_path, capsys, "--durable")
+    from chatdata import History
+
+    h = History.load_memmap(ds, verify=True)
+    assert h[29]["content"][1] == "answer number 29"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.jsonl", "ds"]

@@ -29,7 +29,7 @@ def add_parser(sub):
     p = sub.add_parser("info", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ds", help="a dataset folder (made by chatdata import) or a token set (chatdata tokenize)")
-    p.add_argument("--plot", metavar="FILE.png", help="also draw the two length histograms into a PNG")
+    p.add_argument("--plot", metavar="FILE.png", help='also draw the two length histograms into a PNG (matplotlib: pip install "chatdata[plot]")')
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     p.set_defaults(func=run)
     return p
@@ -102,29 +102,38 @@ def dataset_stats(h) -> dict:
     }
 
 
-def _histogram(x: torch.Tensor, integer: bool, bins: int = 40):
-    """(counts, low label, high label); the last bin also holds values above p99."""
-    if x.numel() == 0:
-        return [], "0", "0"
-    lo = int(x.min())
-    s, _ = torch.sort(x)
-    hi = int(s[min(s.numel() - 1, int(0.99 * (s.numel() - 1) + 0.5))]) if not integer else int(x.max())
-    hi = max(hi, lo + 1)
-    if integer and hi - lo + 1 <= 60:
-        counts = torch.bincount(x - lo, minlength=hi - lo + 1)[: hi - lo + 1]
-        return counts.tolist(), str(lo), str(hi)
-    edges_w = (hi - lo) / bins
-    idx = ((x - lo).double() / edges_w).floor().long().clamp(0, bins - 1)
-    counts = torch.bincount(idx, minlength=bins)
-    return counts.tolist(), str(lo), f"{hi}+" if not integer else str(hi)
+PLOT_INSTALL = 'pip install "chatdata[plot]"'
 
 
 def plot(stats: dict, path) -> None:
-    from .plot import write_png
+    """Draw the two length histograms into a PNG with matplotlib (the optional ``plot`` extra).
 
-    a = _histogram(stats["_per_conv"], integer=True)
-    b = _histogram(stats["_content_bytes"], integer=False)
-    write_png(path, [("Messages per conversation", *a), ("Content bytes per message (up to p99)", *b)])
+    Example:
+        >>> plot(dataset_stats(h), "lengths.png")  # doctest: +SKIP
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise CLIError(f"--plot draws with matplotlib, which is not installed: {PLOT_INSTALL}") from None
+    import numpy as np
+
+    per_conv = stats["_per_conv"].numpy()
+    sizes = stats["_content_bytes"].numpy()
+    fig = Figure(figsize=(6.4, 4.8), dpi=100, layout="constrained")  # 640 x 480 pixels
+    top, bottom = fig.subplots(2, 1)
+    if per_conv.size:
+        lo, hi = int(per_conv.min()), int(per_conv.max())
+        bins = np.arange(lo, hi + 2) - 0.5 if hi - lo < 60 else 40
+        top.hist(per_conv, bins=bins, color="#4278c8")
+    top.set_title("Messages per conversation")
+    top.set_ylabel("conversations")
+    if sizes.size:
+        p99 = float(np.quantile(sizes, 0.99))
+        bottom.hist(np.minimum(sizes, p99), bins=40, range=(float(sizes.min()), max(p99, float(sizes.min()) + 1)),
+                    color="#4278c8")
+    bottom.set_title("Content bytes per message (values above p99 in the last bar)")
+    bottom.set_ylabel("messages")
+    fig.savefig(path, format="png")
 
 
 def _disk(path) -> tuple[int, int]:

@@ -26,7 +26,8 @@ def _png_size(data: bytes):
         if kind == b"IDAT":
             idat += body
         pos += 12 + n
-    assert len(zlib.decompress(idat)) == h * (1 + 3 * w)
+    channels = {2: 3, 6: 4}[data[25]]  # RGB or RGBA (matplotlib writes RGBA)
+    assert len(zlib.decompress(idat)) == h * (1 + channels * w)
     return w, h
 
 

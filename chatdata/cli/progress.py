@@ -1,8 +1,11 @@
-"""A tiny progress line for long commands: shown on a terminal (stderr), silent otherwise.
+"""Progress of long commands with tqdm (a dependency of transformers, so always installed):
+shown on a terminal (stderr), silent otherwise; plus the number formats the commands print.
 
 Example:
     >>> p = Progress("importing", total=100, unit="B", enabled=False)
     >>> p.update(50, items=3); p.close()
+    >>> p.done, p.items
+    (50, 3)
 """
 from __future__ import annotations
 
@@ -13,7 +16,12 @@ __all__ = ["Progress", "human_bytes", "human_count"]
 
 
 def human_bytes(n: float) -> str:
-    """``1536 -> '1.5 KB'``."""
+    """``1536 -> '1.5 KB'``.
+
+    Example:
+        >>> human_bytes(1536)
+        '1.5 KB'
+    """
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1024 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -22,16 +30,21 @@ def human_bytes(n: float) -> str:
 
 
 def human_count(n: float) -> str:
-    """``12345 -> '12,345'``; large floats rounded."""
+    """``12345 -> '12,345'``; large floats rounded.
+
+    Example:
+        >>> human_count(12345.4)
+        '12,345'
+    """
     return f"{int(round(n)):,}"
 
 
 class Progress:
-    """``label  45% |#####     | 12,000 conversations  38.2 MB  (9.1 MB/s, 2,870 conversations/s)``.
+    """A tqdm bar counting ``total`` in ``unit`` ("B" for bytes, or a word such as
+    "conversations"), with the count of ``item_name`` produced alongside.
 
-    ``total`` is measured in ``unit`` ("B" for bytes, or a word such as "conversations");
-    ``items`` counts what is produced (shown with its own rate). Redraws at most 10 times a
-    second; ``enabled=None`` means "stderr is a terminal".
+    ``done`` may also be advanced directly (cheap, e.g. once per input line); the bar catches up
+    at the next :meth:`update`. ``enabled=None`` means "``stream`` (stderr) is a terminal".
     """
 
     def __init__(self, label: str, total: float | None = None, unit: str = "B", item_name: str = "conversations",
@@ -39,45 +52,40 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.label, self.total, self.unit, self.item_name = label, total, unit, item_name
-        self.done = 0.0
+        self.done = 0
         self.items = 0
         self.start = time.perf_counter()
-        self._last = 0.0
+        self._shown = 0
+        self._bar = None
+        if self.enabled:
+            from tqdm import tqdm
 
-    def _amount(self, n: float) -> str:
-        return human_bytes(n) if self.unit == "B" else f"{human_count(n)} {self.unit}"
+            self._bar = tqdm(total=total or None, desc=label, unit=unit if unit == "B" else f" {unit}", unit_scale=True,
+                             unit_divisor=1024 if unit == "B" else 1000, file=self.stream, mininterval=0.1,
+                             dynamic_ncols=True)
 
     def update(self, n: float = 0, items: int = 0, force: bool = False) -> None:
+        """Count ``n`` more of the total and ``items`` more items."""
         self.done += n
         self.items += items
-        if not self.enabled:
+        bar = self._bar
+        if bar is None:
             return
-        now = time.perf_counter()
-        if not force and now - self._last < 0.1:
-            return
-        self._last = now
-        dt = max(now - self.start, 1e-9)
-        parts = [self.label]
-        if self.total:
-            frac = min(1.0, self.done / self.total)
-            bar = "#" * int(frac * 20)
-            parts.append(f"{frac * 100:3.0f}% |{bar:<20}|")
         if self.item_name and self.unit != self.item_name:
-            parts.append(f"{human_count(self.items)} {self.item_name}")
-        parts.append(self._amount(self.done))
-        rate = f"{self._amount(self.done / dt)}/s"
-        if self.item_name and self.unit != self.item_name:
-            rate += f", {human_count(self.items / dt)} {self.item_name}/s"
-        parts.append(f"({rate})")
-        self.stream.write("\r" + "  ".join(parts) + "\x1b[K")
-        self.stream.flush()
+            rate = self.items / max(self.elapsed, 1e-9)
+            bar.set_postfix_str(f"{human_count(self.items)} {self.item_name}, {human_count(rate)} {self.item_name}/s",
+                                refresh=False)
+        bar.update(self.done - self._shown)
+        self._shown = self.done
+        if force:
+            bar.refresh()
 
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def close(self) -> None:
-        if self.enabled:
+        if self._bar is not None:
             self.update(force=True)
-            self.stream.write("\n")
-            self.stream.flush()
+            self._bar.close()
+            self._bar = None

@@ -12,7 +12,8 @@ Everything here works without network access::
 Files (next to this module):
 
 - ``sample_chats.jsonl.gz``: 300 conversations, one ``{"messages": [...]}`` per line,
-  made by ``make_sample_chats.py`` (deterministic; run it to regenerate).
+  made by ``tools/make_sample_chats.py`` in the repository (deterministic; run it to
+  regenerate; it is not part of the installed package).
 - ``sample_tools.json``: JSON schemas of the tools the sample conversations call
   (``get_weather``, ``search_flights``, ``lookup_order``, ``track_package``,
   ``convert_currency``), for ``apply_chat_template(..., tools=...)``.

@@ -137,7 +137,12 @@ def test_sample_chats_non_ascii(chats):
 
 
 def test_sample_chats_generator_reproduces_packaged_file():
-    from chatdata.data import make_sample_chats
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "make_sample_chats.py"
+    spec = importlib.util.spec_from_file_location("make_sample_chats", path)
+    make_sample_chats = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_sample_chats)
 
     assert make_sample_chats.dumps(make_sample_chats.generate()) == sample_chats_path().read_bytes()
 

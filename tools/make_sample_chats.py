@@ -21,8 +21,10 @@ template renders::
 Run from the repository root to regenerate the packaged file; the output is
 byte-for-byte reproducible (fixed seed, gzip header without mtime)::
 
-    python chatdata/data/make_sample_chats.py            # writes next to this script
-    python chatdata/data/make_sample_chats.py --check    # exit 1 if the packaged file differs
+    python tools/make_sample_chats.py            # writes chatdata/data/sample_chats.jsonl.gz
+    python tools/make_sample_chats.py --check    # exit 1 if the packaged file differs
+
+It lives outside the package: chatdata ships only its output.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 
 SEED = 20240917
 N_CONVERSATIONS = 300
-OUT = Path(__file__).with_name("sample_chats.jsonl.gz")
+OUT = Path(__file__).resolve().parent.parent / "chatdata" / "data" / "sample_chats.jsonl.gz"
 
 # --------------------------------------------------------------------------------------
 # helpers

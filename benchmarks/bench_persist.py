@@ -15,6 +15,11 @@ conversations repeated; at 100n the content byte file is allocated sparse, since
 text would be ~10 GB of disk writes: loading never reads it, and reading a conversation from
 it reads NUL text of the right lengths with exactly the same work).
 
+Issue 15 rows: memmap(10k) with and without checksums (alternated, best of 5 each; target:
+checksums add <= 10%), with ``durable=True`` (fsync; its cost), and ``verify`` of ~1 GiB of
+conversations (the 10k folder tiled, checksums recomputed) and of the 1 GiB tensor folder
+(target >= 1 GB/s).
+
 Targets (issue 3): memmap(10k) <= 0.5 s; load_memmap <= 20 ms and flat in n; one
 conversation read after loading <= 100 us; <= 20 files; 1 GiB memmap <= 1.5x a raw
 sequential write of the same bytes measured in the same run; lazy load in milliseconds.
@@ -191,8 +196,10 @@ def bench_conversations(n: int, work: Path, scales, columns=False):
         f"median {statistics.median(times):.3f} s, {nbytes / 2**20:.0f} MiB, "
         f"{nbytes / min(times) / 2**30:.2f} GiB/s")
     row(f"files + folders in the folder [{n}]", count_files(path), "", "<= 20")
+    bench_checksums(data, work, n)
     del data
     gc.collect()
+    bench_verify_conversations(path, work, nbytes)
 
     rng = random.Random(1)
     for k in scales:
@@ -249,6 +256,67 @@ def bench_load_read_all(p: Path, n: int, repeat: int = 7):
         "machine); r[i] + content/role .tolist() for every i")
 
 
+def bench_checksums(data, work: Path, n: int, repeat: int = 5):
+    """memmap with checksums, without (switched off), and durable: alternated, best of ``repeat``."""
+    from chatdata.td import checksum
+
+    times = {"with": [], "without": [], "durable": []}
+    try:
+        for _ in range(repeat):
+            for mode in times:
+                checksum.ENABLED = mode != "without"
+                p = work / f"ck_{mode}"
+                shutil.rmtree(p, ignore_errors=True)
+                _, dt = timeit(lambda: data.memmap(p, durable=mode == "durable"))
+                times[mode].append(dt[0])
+    finally:
+        checksum.ENABLED = True
+    without, with_ = min(times["without"]), min(times["with"])
+    row(f"memmap [{n}] without checksums (best of {repeat})", without, "s", "", "checksum.ENABLED = False")
+    row(f"memmap [{n}] with checksums (best of {repeat})", with_, "s", "<= 1.10x",
+        f"{with_ / without:.3f}x without (medians {statistics.median(times['with']) / statistics.median(times['without']):.3f}x)")
+    dur = min(times["durable"])
+    row(f"memmap [{n}] durable=True (best of {repeat})", dur, "s", "",
+        f"{dur / with_:.2f}x not durable, +{(dur - with_) * 1e3:.0f} ms of fsync")
+    for mode in times:
+        shutil.rmtree(work / f"ck_{mode}", ignore_errors=True)
+
+
+def _rehash(root: Path) -> None:
+    """Recompute the checksums recorded in every meta.json under ``root`` (after tiling)."""
+    from chatdata.td.checksum import checksum_file
+
+    for meta_path in root.rglob("meta.json"):
+        meta = json.loads(meta_path.read_text())
+        if isinstance(meta.get("checksums"), dict):
+            meta["checksums"] = {k: checksum_file(meta_path.parent / k) for k in meta["checksums"]}
+            meta_path.write_text(json.dumps(meta))
+
+
+def _verify_rows(path: Path, label: str, repeat: int = 3) -> None:
+    from chatdata.td.verify import verify
+
+    times, report = [], None
+    for _ in range(repeat):
+        report, dt = timeit(lambda: verify(path))
+        times.append(dt[0])
+    assert report.ok and report.checksummed == report.files, report.problems
+    best = min(times)
+    row(f"verify [{label}] (best of {repeat})", best, "s", ">= 1 GB/s",
+        f"{report.bytes / best / 1e9:.2f} GB/s over {report.bytes / 1e9:.2f} GB in {report.files} files (page cache warm)")
+    _, dt = timeit(lambda: verify(path, checksums=False))
+    row(f"verify --no-checksums [{label}]", dt[0], "s", "", f"{report.bytes / dt[0] / 1e9:.2f} GB/s")
+
+
+def bench_verify_conversations(path: Path, work: Path, nbytes: int, target: int = 2**30):
+    k = max(1, -(-target // nbytes))
+    big = work / "verify_conv"
+    tile_folder(path, big, k, sparse_over=2**62)
+    _rehash(big)
+    _verify_rows(big, f"conversations x{k}")
+    shutil.rmtree(big, ignore_errors=True)
+
+
 def bench_big(work: Path, gib: float):
     n_tensors = 16
     numel = int(gib * 2**30) // 4 // n_tensors
@@ -288,6 +356,7 @@ def bench_big(work: Path, gib: float):
     loaded, dts = timeit(lambda: load_memmap(work / "big"), repeat=10)
     row(f"load_memmap [{label}] (median of 10)", statistics.median(dts) * 1e3, "ms", "lazy")
     assert torch.equal(loaded["t05"][:1000], td["t05"][:1000])
+    _verify_rows(work / "big", f"tensors {label}")
     del loaded, td
     shutil.rmtree(work / "big", ignore_errors=True)
 

@@ -92,6 +92,28 @@ _NONE = np.zeros(0, np.uint8)
 _NOPOS = np.zeros(0, np.int64)
 
 
+_BLOCK = 4096
+
+
+def _non_ascii(arr: np.ndarray) -> np.ndarray:
+    """Positions of the bytes >= 0x80. Per-block maxima first (SIMD, ~10 GB/s), so only the
+    blocks holding a non-ASCII byte are searched."""
+    if arr.size == 0 or arr.max() < 0x80:
+        return _NOPOS
+    full = arr.size // _BLOCK * _BLOCK
+    if full == 0:
+        return np.flatnonzero(arr >= 0x80)
+    rows = arr[:full].reshape(-1, _BLOCK)
+    blocks = np.flatnonzero(rows.max(axis=1) >= 0x80)
+    if blocks.size * 4 > rows.shape[0]:  # dense (e.g. CJK text): search everything
+        return np.flatnonzero(arr >= 0x80)
+    found = np.flatnonzero(rows[blocks] >= 0x80)
+    idx = blocks[found // _BLOCK] * _BLOCK + found % _BLOCK
+    if full < arr.size:
+        idx = np.concatenate([idx, np.flatnonzero(arr[full:] >= 0x80) + full])
+    return idx
+
+
 class _Utf8Check:
     """Validates a byte stream, fed in pieces, as UTF-8 ("surrogatepass").
 
@@ -109,7 +131,7 @@ class _Utf8Check:
         if self.bad is not None:
             return
         arr = np.frombuffer(piece, np.uint8)
-        idx = np.flatnonzero(arr >= 0x80)
+        idx = _non_ascii(arr)
         carried = self.carry.size > 0
         joined = carried and idx.size > 0 and idx[0] == 0  # the carried run goes on here
         if carried and not joined:

@@ -205,3 +205,31 @@ def test_utf8_check_agrees_with_python(values, piece, damage):
         check.feed(memoryview(data)[a:a + piece], a)
     check.finish()
     assert (check.bad is None) == expected
+
+
+@pytest.mark.parametrize("density", [0.0001, 0.01, 0.5])
+def test_utf8_check_on_large_pieces(density):
+    """Pieces of many 4 KB blocks: sparse and dense non-ASCII, valid and damaged."""
+    import random
+
+    rng = random.Random(int(density * 1e4))
+    chars = [rng.choice("é日😀\ud800") if rng.random() < density else "a" for _ in range(300_000)]
+    data = bytearray("".join(chars).encode("utf-8", "surrogatepass"))
+    for damage in (None, 0x80, 0xC3, 0x41):
+        buf = bytearray(data)
+        if damage is not None:
+            buf[rng.randrange(len(buf))] = damage
+        buf = bytes(buf)
+        try:
+            buf.decode("utf-8", "surrogatepass")
+            expected = None
+        except UnicodeDecodeError as err:
+            expected = err.start
+        for piece in (4096 * 3 + 17, 1 << 16):
+            check = _Utf8Check()
+            for a in range(0, len(buf), piece):
+                check.feed(memoryview(buf)[a:a + piece], a)
+            check.finish()
+            assert (check.bad is None) == (expected is None), (damage, piece)
+            if expected is not None:
+                assert abs(check.bad - expected) <= 4

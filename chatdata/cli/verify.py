@@ -64,8 +64,9 @@ def run(args) -> int:
         files = report.bad_files()
         say(f"FAILED: {args.path}: {len(report.problems)} problem(s) in {len(files)} file(s)")
     if report.unchecked and not args.quiet:
-        say(f"note: {len(report.unchecked)} file(s) carry no checksum (saved before chatdata recorded checksums, "
-            "or preallocated by memmap_like): sizes, offsets and UTF-8 were checked; save again to add checksums")
+        say(f"note: {len(report.unchecked)} file(s) or folder(s) carry no checksum (saved before chatdata recorded "
+            "checksums, written by tensordict, or preallocated by memmap_like): everything else was checked; "
+            "save with chatdata to add checksums")
     for folder in report.leftovers:
         say(f"leftover: {folder} (temporary folder of an interrupted save; safe to delete)")
     return 0 if report.ok else 1

@@ -355,8 +355,8 @@ class _Verifier:
             self.bad(meta_path, str(err).replace(f"{meta_path} ", "").replace(f"{folder} ", ""))
             return None
         if meta.get("format") != FORMAT_NAME:
-            self.bad(meta_path, "not a chatdata folder (no \"format\": \"chatdata\"); verify checks chatdata "
-                                "folders only (load a tensordict folder and save it with chatdata first)")
+            # a tensordict / torchrl folder: no checksums to check; the final load checks what it can
+            self.report.unchecked.append(str(folder))
             return None
         if not isinstance(meta.get("version"), int) or meta["version"] > FORMAT_VERSION:
             self.bad(meta_path, f"format version {meta.get('version')!r} is not one this chatdata reads "

@@ -68,6 +68,9 @@ def test_verify_bad_paths(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         main(["verify"])  # no PATH: a usage error
     assert err.value.code == 2
+    with pytest.raises(SystemExit) as err:
+        main(["verify", "--help"])
+    assert err.value.code == 0 and "examples:" in capsys.readouterr().out
 
 
 def test_verify_an_older_folder_and_lists_leftovers(tmp_path, capsys):

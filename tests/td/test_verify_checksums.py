@@ -233,3 +233,13 @@ def test_utf8_check_on_large_pieces(density):
             assert (check.bad is None) == (expected is None), (damage, piece)
             if expected is not None:
                 assert abs(check.bad - expected) <= 4
+
+
+def test_tensordict_folders_verify_by_loading(tmp_path):
+    fixtures = Path(__file__).resolve().parents[1] / "data" / "tensordict_fixtures"
+    shutil.copytree(fixtures / "a_flat_dtypes" / "data", tmp_path / "td")
+    report = verify(tmp_path / "td")
+    assert report.ok and report.unchecked == [str(tmp_path / "td")]
+    shutil.copytree(fixtures / "h_pickle_nontensordata" / "data", tmp_path / "pickled")
+    report = verify(tmp_path / "pickled")  # loading refuses pickles: so does verify
+    assert report.bad_files() == [str(tmp_path / "pickled")] and "does not load" in report.problems[0].message

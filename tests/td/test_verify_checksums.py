@@ -243,3 +243,18 @@ def test_tensordict_folders_verify_by_loading(tmp_path):
     shutil.copytree(fixtures / "h_pickle_nontensordata" / "data", tmp_path / "pickled")
     report = verify(tmp_path / "pickled")  # loading refuses pickles: so does verify
     assert report.bad_files() == [str(tmp_path / "pickled")] and "does not load" in report.problems[0].message
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(max_size=20), min_size=1, max_size=12), st.sampled_from([0, 2]),
+       st.sampled_from(["float32", "int16", "bool"]))
+def test_any_saved_folder_verifies_and_its_checksums_match_its_files(tmp_path_factory, strings, threads, dtype):
+    n = len(strings)
+    td = TensorDict({"s": strings, "j": [{"i": i} for i in range(n)], "t": torch.ones(n, 3, dtype=getattr(torch, dtype)),
+                     "n": {"u": torch.arange(n)}}, [n])
+    path = tmp_path_factory.mktemp("hyp") / "ds"
+    td.memmap(path, num_threads=threads)
+    report = verify(path)
+    assert report.ok, report.problems
+    assert report.checksummed == report.files == 6
+    assert load_memmap(path, verify=True)["s"].tolist() == strings

@@ -225,6 +225,11 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
 
 def _write_values(values: list, data_path: Path, off_path: Path, sums: dict) -> tuple[str, int]:
     """Write values as a packed column (UTF-8 strings, else JSON texts) straight to the files."""
+    if all(type(v) is str for v in values):
+        joined = "".join(values)
+        if joined.isascii():  # one buffer: one write and one hash, no encode call per string
+            return _write_ascii(joined, values, data_path, off_path, sums)
+        del joined
     try:  # strict UTF-8: a lone surrogate is refused (docs/format.md, "Integrity")
         if all(type(v) is str for v in values):
             kind, encoded = "str", [v.encode("utf-8") for v in values]
@@ -243,6 +248,18 @@ def _write_values(values: list, data_path: Path, off_path: Path, sums: dict) -> 
         _checksum.record(sums, data_path.name, f.checksum())
     _checksum.record(sums, off_path.name, _write_tensor(offsets, off_path))
     return kind, int(offsets[-1])
+
+
+def _write_ascii(joined: str, values: list, data_path: Path, off_path: Path, sums: dict) -> tuple[str, int]:
+    raw = joined.encode("ascii")
+    offsets = torch.zeros(len(values) + 1, dtype=torch.int64)
+    if values:
+        torch.cumsum(torch.frombuffer(array("q", map(len, values)), dtype=torch.int64), 0, out=offsets[1:])
+    with _checksum.HashingFile.open(data_path) as f:
+        f.write(raw)
+        _checksum.record(sums, data_path.name, f.checksum())
+    _checksum.record(sums, off_path.name, _write_tensor(offsets, off_path))
+    return "str", len(raw)
 
 
 # -- lone surrogates: refused at save with the entry named (never a raw UnicodeEncodeError) --

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 
-from .common import say
-from .progress import human_bytes, human_count
+from .common import plural, say
+from .progress import human_bytes
 
 HELP = "check a dataset's files: sizes, offsets, UTF-8 and checksums"
 EXAMPLE = """examples:
@@ -57,16 +57,18 @@ def run(args) -> int:
     rate = report.bytes / max(report.seconds, 1e-9)
     if report.ok:
         if not args.quiet:
-            sums = f"{human_count(report.checksummed)} checksums match" if not args.no_checksums else "checksums skipped"
-            say(f"ok: {args.path}: {human_count(report.files)} files, {human_bytes(report.bytes)}, {sums} "
+            sums = (f"{plural(report.checksummed, 'checksum')} match" if not args.no_checksums
+                    else "checksums skipped")
+            say(f"ok: {args.path}: {plural(report.files, 'file')}, {human_bytes(report.bytes)}, {sums} "
                 f"({report.seconds:.2f} s, {human_bytes(rate)}/s)")
     else:
         files = report.bad_files()
-        say(f"FAILED: {args.path}: {len(report.problems)} problem(s) in {len(files)} file(s)")
+        say(f"FAILED: {args.path}: {plural(len(report.problems), 'problem')} in {plural(len(files), 'file')}")
     if report.unchecked and not args.quiet:
-        say(f"note: {len(report.unchecked)} file(s) or folder(s) carry no checksum (saved before chatdata recorded "
-            "checksums, written by tensordict, or preallocated by memmap_like): everything else was checked; "
-            "save with chatdata to add checksums")
+        unchecked = plural(len(report.unchecked), "file or folder", "files or folders")
+        say(f"note: {unchecked} without checksums (saved before chatdata recorded checksums, written by "
+            "tensordict, or preallocated by memmap_like): everything else was checked; save with chatdata to "
+            "add checksums")
     for folder in report.leftovers:
         say(f"leftover: {folder} (temporary folder of an interrupted save; safe to delete)")
     return 0 if report.ok else 1

@@ -72,7 +72,13 @@ class VerifyReport:
         return not self.problems
 
     def bad_files(self) -> list:
-        """The paths named by the problems, each once, in the order found."""
+        """The paths named by the problems, each once, in the order found.
+
+        Example:
+            >>> r = VerifyReport(Path("ds"), [Problem("ds/a", "x"), Problem("ds/a", "y")])
+            >>> r.bad_files(), r.ok
+            (['ds/a'], False)
+        """
         return list(dict.fromkeys(p.path for p in self.problems))
 
     def raise_if_bad(self) -> None:

@@ -96,3 +96,12 @@ def test_import_durable_round_trips(tmp_path, capsys):
     h = History.load_memmap(ds, verify=True)
     assert h[29]["content"][1] == "answer number 29"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chats.jsonl", "ds"]
+
+
+def test_import_sharded_durable_shards_verify(tmp_path, capsys):
+    ds = _import(tmp_path, capsys, "--shard-size", "8", "--durable")
+    manifest = json.loads((ds / "manifest.json").read_text())
+    assert [s["items"] for s in manifest["shards"]] == [8, 8, 8, 6]
+    for s in manifest["shards"]:
+        res = _run(capsys, "verify", ds / s["path"])
+        assert res.returncode == 0 and "6 checksums match" in res.stdout

@@ -5,10 +5,10 @@ Every data file a writer produces gets an XXH3-64 checksum (``xxhash``), recorde
 the bytes they hand to ``write`` (no second read of the file); ``chatdata verify`` and
 ``load_memmap(path, verify=True)`` hash the files again and compare.
 
-XXH3-64 is the fastest of the candidates measured on this machine (1 GiB in memory, best of 3:
-xxh3_64 7.4 GiB/s, crc32c 7.1 GiB/s, google-crc32c 3.3 GiB/s with the copy it needs,
-xxh64 2.6 GiB/s, zlib.crc32 1.1 GiB/s), has a BSD licence (the ``crc32c`` package is LGPL) and
-64 bits (a random change goes unnoticed with probability 2**-64).
+XXH3-64 is the fastest of the candidates measured on this machine (``benchmarks/bench_checksum.py``,
+1 GiB in memory, best of 3: xxh3_64 7.4-7.8 GiB/s, crc32c 6.0-7.1 GiB/s, google-crc32c 3.3 GiB/s
+with the copy it needs, xxh64 2.6-3.2 GiB/s, zlib.crc32 0.9-1.1 GiB/s), has a BSD licence (the
+``crc32c`` package is LGPL) and 64 bits (a random change goes unnoticed with probability 2**-64).
 
 Example:
     >>> import io

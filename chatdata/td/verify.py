@@ -38,7 +38,26 @@ import numpy as np
 
 from . import checksum as _checksum
 from .fsops import FormatError
-from .persist import FORMAT_NAME, FORMAT_VERSION, _parse_shape, _read_meta, load, parse_dtype
+from .persist import FORMAT_NAME, FORMAT_VERSION, _parse_shape, load, parse_dtype
+
+
+def _read_meta(folder: Path) -> dict:
+    """The folder's ``meta.json`` as an object (FormatError / FileNotFoundError otherwise)."""
+    import json
+
+    path = folder / "meta.json"
+    if not path.is_file():
+        if not folder.exists():
+            raise FileNotFoundError(f"no saved collection at {folder}: the folder does not exist")
+        raise FormatError(f"{path} is missing: {folder} is not a saved collection")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise FormatError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise FormatError(f"{path} must hold a JSON object")
+    return meta
 
 __all__ = ["verify", "VerifyReport", "Problem", "find_leftovers"]
 

@@ -1,4 +1,4 @@
-"""The ``chatdata`` command: import, export, info, tokenize, show and an offline demo.
+"""The ``chatdata`` command: import, export, info, templates check, tokenize, pack, show, verify and an offline demo.
 
 Every subcommand has ``--help`` with an example. Errors are one line on stderr and a non-zero
 exit status (1 for a failed command, 2 for bad usage, 130 when interrupted); set
@@ -22,13 +22,16 @@ __all__ = ["main", "CLIError"]
 # ``add_parser(subparsers)`` and is not listed here is added after them (in name order), so a new
 # subcommand is one new module
 _SUBCOMMANDS = ("import_", "export", "info", "tokenize", "show", "demo")
-DESCRIPTION = "chatdata: chat-history datasets for PyTorch (import, inspect, tokenize, export)."
+DESCRIPTION = "chatdata: chat-history datasets for PyTorch (import, inspect, tokenize, pack, verify, export)."
 EPILOG = """start with:
   chatdata demo                          # offline tour on packaged sample data
-  chatdata import chats.jsonl ds/        # OpenAI / ShareGPT JSON Lines -> dataset
+  chatdata import chats.jsonl ds/        # OpenAI / ShareGPT JSON Lines, Parquet, Arrow -> dataset
   chatdata info ds/ --plot lengths.png
+  chatdata templates check path/to/tokenizer   # what the assistant mask trains, before training
   chatdata tokenize ds/ tokens/ --tokenizer path/to/tokenizer
+  chatdata pack tokens/ --max-tokens 8192
   chatdata show ds/ 0
+  chatdata verify ds/
   chatdata export ds/ chats.jsonl
 
 run `chatdata COMMAND --help` for the options of a command."""

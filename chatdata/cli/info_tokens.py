@@ -85,7 +85,7 @@ def _plot(st: dict, out: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise CLIError("--plot needs matplotlib (pip install chatdata[plot])") from None
+        raise CLIError('--plot draws with matplotlib, which is not installed: pip install "chatdata[plot]"') from None
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist(st["_lengths"].numpy(), bins=50, color="#4278c8")
     ax.set_xlabel("tokens per sequence")

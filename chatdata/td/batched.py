@@ -130,11 +130,14 @@ class Batched:
         new_bs = fn(dummy(self.batch_size)).shape
         return self._apply_batch_fn(fn, torch.Size(new_bs))
 
+    # torch functions (torch.stack, torch.cat, ...) on any container: chatdata.td.functional,
+    # which builds on the containers, installs its handler here when it is imported (td/__init__
+    # imports it), so this base module needs nothing above it
+    _torch_function_handler = None
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .functional import dispatch  # functional imports the containers built on us
-
-        return dispatch(func, types, args, kwargs or {})
+        return Batched._torch_function_handler(func, types, args, kwargs or {})
 
     # -- shape accessors -----------------------------------------------------------------
     @property

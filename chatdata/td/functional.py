@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .batched import BatchSizeError, dummy
+from .batched import Batched, BatchSizeError, dummy
 from .nontensor import NonTensorData, NonTensorStack, capture_non_tensor_stack, is_non_tensor
 from .pool import Pool
 
@@ -225,3 +225,6 @@ def cat_non_tensor(items, dim: int = 0):
         return NonTensorStack._from_parts(torch.cat([i._index_t for i in items], dim), items[0]._pool, items[0].device)
     pool, parts = _merge_pools(items)
     return NonTensorStack._from_parts(torch.cat(parts, dim), pool, items[0].device)
+
+
+Batched._torch_function_handler = staticmethod(dispatch)

@@ -265,9 +265,8 @@ class NonTensorStack(Batched):
         if not items:
             self._init(torch.zeros(tuple(batch_size or (0,)), dtype=torch.long), Pool.from_values([]), device)
             return
-        from .functional import stack_non_tensor
-
-        stacked = stack_non_tensor([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
+        # torch.stack dispatches to chatdata.td.functional (the stacking of every container)
+        stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
         if isinstance(stacked, NonTensorData):
             stacked = stacked.maybe_to_stack()
         self._init(stacked._index_t, stacked._pool, device if device is not None else stacked._device)
@@ -565,9 +564,7 @@ class NonTensorStack(Batched):
 
     @classmethod
     def lazy_stack(cls, items, dim: int = 0):
-        from .functional import stack_non_tensor
-
-        return stack_non_tensor(items, dim)
+        return torch.stack(list(items), dim)
 
     @classmethod
     def fields(cls):

@@ -59,12 +59,11 @@ class RaggedTensorDict(Batched):
     @classmethod
     def from_items(cls, items) -> "RaggedTensorDict":
         """Stack ``items`` (same inner dims, any first dim) into a ragged stack."""
-        from .functional import cat
 
         lengths = torch.tensor([i.batch_size[0] for i in items], dtype=torch.int64)
         offsets = torch.zeros(len(items) + 1, dtype=torch.int64)
         torch.cumsum(lengths, 0, out=offsets[1:])
-        return cls(cat(items, 0), offsets)
+        return cls(torch.cat(items, 0), offsets)  # functional.cat, through torch function dispatch
 
     # -- shape -------------------------------------------------------------------------------
     @property
@@ -302,11 +301,10 @@ class RaggedTensorDict(Batched):
     @classmethod
     def cat(cls, items, dim: int = 0) -> "RaggedTensorDict":
         """Concatenate ragged stacks along their item dim."""
-        from .functional import cat
 
         if dim != 0:
             raise ValueError("ragged stacks concatenate along dim 0 only")
-        vals = cat([i._values for i in items], 0)
+        vals = torch.cat([i._values for i in items], 0)
         parts, shift = [torch.zeros(1, dtype=torch.int64)], 0
         for i in items:
             parts.append(i._offsets[1:] + shift)

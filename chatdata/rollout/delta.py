@@ -38,30 +38,12 @@ import hashlib
 from typing import Any
 
 from ..templates import Renderer, TemplateError
+from ..templates.profile import common_prefix_len  # the mask engine's; re-exported here
 
 __all__ = ["TurnDelta", "common_prefix_len"]
 
 _VERIFIED: dict[tuple, bool] = {}  # (template key, turn signature) -> fixed base agrees
 _WHOLE: set[str] = set()  # templates rendered whole (a fixed-base check failed)
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    """Length of the common prefix of two strings (binary search over C comparisons).
-
-    Example:
-        >>> common_prefix_len("abcd", "abxy")
-        2
-    """
-    if b.startswith(a):
-        return len(a)
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _nth(text: str, needle: str, n: int) -> int:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..templates import Renderer, TemplateError
+from ..templates.profile import common_prefix_len
 from .delta import TurnDelta
 
 __all__ = ["TemplateFacts", "template_facts"]
@@ -103,17 +104,6 @@ def _render(renderer: Renderer, chat: list[dict], gen: bool) -> str | None:
         return None
 
 
-def _common_prefix_len(a: str, b: str) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:  # binary search with C-speed comparisons
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def _eot(renderer: Renderer, head: list[dict]) -> tuple[str, str]:
     u0, a0, u1 = ({"role": "user", "content": _MARK[0]}, {"role": "assistant", "content": _MARK[1]},
                   {"role": "user", "content": _MARK[2]})
@@ -123,7 +113,7 @@ def _eot(renderer: Renderer, head: list[dict]) -> tuple[str, str]:
         return "", ""
     tail_end = end[end.rindex(_MARK[1]) + len(_MARK[1]):]
     tail_next = nxt[nxt.rindex(_MARK[1]) + len(_MARK[1]):]
-    common = tail_next[: _common_prefix_len(tail_end, tail_next)]
+    common = tail_next[: common_prefix_len(tail_end, tail_next)]
     common = _PARTIAL_MARKER.sub("", common)
     for m in _MARKER.finditer(common):  # a marker that opens the next turn is not part of the EOT
         if _OPENER.search(m.group(0)):

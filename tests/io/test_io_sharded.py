@@ -161,3 +161,31 @@ def test_token_set_shards(tmp_path):
     assert both[0]["input_ids"].tolist() == [2, 3, 4, 5] and both[1]["input_ids"].tolist() == [1, 2]
     with pytest.raises(ValueError, match="cannot add History shards to a dataset of tokens shards"):
         ds.append(History.from_chats(_chats("x", 1)))
+
+
+def test_a_sharded_token_set_feeds_chatdata_train(tmp_path):
+    """Token shards (what `chatdata tokenize --ray` writes) train through TokenDataset per shard."""
+    import torch
+    from torch.utils.data import ConcatDataset, DataLoader
+
+    from chatdata.data import load_sample_tokenizer
+    from chatdata.train import PackedBatchSampler, TokenDataset, collate_padding_free
+
+    tok = load_sample_tokenizer()
+    chats = _chats("t", 7)
+    kw = dict(tokenizer=tok, add_generation_prompt=False, tokenize=True, return_dict=True,
+              return_assistant_tokens_mask=True)
+    corpus = open_dataset(tmp_path / "tokens", mode="a")
+    corpus.append(History.from_chats(chats[:4]).apply_chat_template(**kw))
+    corpus.append(History.from_chats(chats[4:]).apply_chat_template(**kw))
+    parts = [TokenDataset(p) for p in open_dataset(tmp_path / "tokens").shard_paths()]
+    ds = ConcatDataset(parts)
+    whole = TokenDataset(History.from_chats(chats).apply_chat_template(**kw))
+    assert len(ds) == 7 and torch.equal(torch.cat([p.lengths for p in parts]), whole.lengths)
+    for i in range(7):
+        assert torch.equal(ds[i]["input_ids"], whole[i]["input_ids"])
+        assert torch.equal(ds[i]["labels"], whole[i]["labels"])
+    sampler = PackedBatchSampler(torch.cat([p.lengths for p in parts]), max_tokens=4096, shuffle=False)
+    seen = sum(int(b["cu_seq_lens_q"].numel()) - 1 for b in DataLoader(ds, batch_sampler=sampler,
+                                                                       collate_fn=collate_padding_free))
+    assert seen == 7

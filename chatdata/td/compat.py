@@ -133,7 +133,7 @@ def _load_td(folder, meta: dict, reader):
             except (TypeError, ValueError):
                 raise FormatError(f"{where}: entry {key!r} has a bad shape {m['shape']!r}") from None
             if n == 0 and not folder.exists(name):
-                from .persist import parse_dtype
+                from .dtypes import parse_dtype
 
                 value = torch.empty([int(s) for s in m["shape"]], dtype=parse_dtype(m["dtype"], where))
             else:

@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
-from .batched import Batched, BatchSizeError, dummy, indexed_batch_size, normalize_index
+from .batched import Batched, dummy, indexed_batch_size, normalize_index
 from .pool import Pool, to_json
+from .nested_lists import _flatten_to, _infer_shape, _nested_list
 
 __all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor",
            "set_capture_non_tensor_stack", "capture_non_tensor_stack"]
@@ -37,15 +38,6 @@ _DATA_FIELDS = _dc.fields(_dc.make_dataclass("NonTensorData", [("data", Any)]))
 def is_non_tensor(obj) -> bool:
     """``True`` for NonTensorData and NonTensorStack."""
     return isinstance(obj, (NonTensorData, NonTensorStack))
-
-
-def _nested_list(flat: list, shape) -> list:
-    if len(shape) == 0:
-        return flat[0]
-    if len(shape) == 1:
-        return flat
-    step = len(flat) // shape[0] if shape[0] else 0
-    return [_nested_list(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
 def _device(device):
@@ -595,32 +587,3 @@ class NonTensorStack(Batched):
         elif strict:
             raise KeyError("load_state_dict: the state dict has no non-tensor 'data' (strict=True)")
         return self
-
-
-def _infer_shape(values) -> tuple[torch.Size, list]:
-    """Batch shape of nested lists: every level where all items are lists of one length."""
-    shape = []
-    level = [values]
-    while level and all(isinstance(v, list) for v in level):
-        lens = {len(v) for v in level}
-        if len(lens) != 1:
-            break  # ragged inner lists stay values
-        n = lens.pop()
-        shape.append(n)
-        level = [x for v in level for x in v]
-        if n == 0:
-            break
-    return torch.Size(shape), level
-
-
-def _flatten_to(values, shape) -> list:
-    level = [values]
-    for d, n in enumerate(shape):
-        for v in level:
-            if not isinstance(v, (list, tuple)) or len(v) != n:
-                raise BatchSizeError(
-                    f"batch dimension mismatch: list does not match batch size {tuple(shape)} at dim {d}: expected a list of "
-                    f"length {n}, got {type(v).__name__}" + (f" of length {len(v)}" if isinstance(v, (list, tuple)) else "")
-                )
-        level = [x for v in level for x in v]
-    return level

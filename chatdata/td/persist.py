@@ -50,27 +50,7 @@ __all__ = ["save", "save_and_load", "load", "FormatError", "FORMAT_NAME", "FORMA
 FORMAT_NAME = "chatdata"
 FORMAT_VERSION = 1
 
-_DTYPES = {
-    str(d).replace("torch.", ""): d
-    for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-              torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
-              torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2)
-}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    name = str(dtype).replace("torch.", "")
-    if name not in _DTYPES:
-        raise TypeError(f"dtype {dtype} cannot be saved; supported: {sorted(_DTYPES)}")
-    return name
-
-
-def parse_dtype(name, where) -> torch.dtype:
-    name = str(name).replace("torch.", "")
-    if name not in _DTYPES:
-        raise FormatError(f"{where}: unknown dtype {name!r}")
-    return _DTYPES[name]
-
+from .dtypes import dtype_name, parse_dtype  # noqa: E402  (re-exported: stream, verify)
 
 if sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
     raise ImportError("chatdata's on-disk format is little-endian; big-endian hosts are not supported")

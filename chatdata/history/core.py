@@ -457,8 +457,9 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         * ``return_dict=True`` (default when ``return_assistant_tokens_mask``): a TensorDict of
           batch ``(L,)`` with ``input_ids``, ``attention_mask`` (and ``assistant_masks``) / for a
           batch a RaggedTensorDict of batch ``(B, -1)`` (``out[i]`` is conversation ``i``'s
-          tokens; ``out["input_ids"]`` a nested tensor), or with ``padding`` a TensorDict of batch
-          ``(B, L)``.
+          tokens; ``out["input_ids"]`` a nested tensor, or a dense ``(B, L)`` view when every
+          conversation has ``L`` tokens, as torchrl's lazy stack gives), or with ``padding`` a
+          TensorDict of batch ``(B, L)``.
 
         Assistant masks cover every assistant turn as the template renders it: its content, its
         tool calls, its reasoning and the end of the turn (the end-of-turn token, or the text that

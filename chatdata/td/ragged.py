@@ -193,8 +193,18 @@ class RaggedTensorDict(Batched):
 
     # -- entries --------------------------------------------------------------------------
     def get(self, key, default=...):
-        """A ragged stack of one entry: a nested jagged tensor for tensors, a ragged
-        stack (``.tolist()`` gives nested lists) for strings and other values."""
+        """One entry of every item. A tensor entry is a dense ``(n, length, ...)`` view of the
+        values when every item has the same length (as a lazy stack of equal shapes gives in
+        tensordict), else a nested jagged tensor; strings and other values give a ragged stack
+        (``.tolist()`` gives nested lists).
+
+        Example:
+            >>> r = RaggedTensorDict(TensorDict({"x": torch.arange(4)}, [4]), torch.tensor([0, 2, 4]))
+            >>> r.get("x").tolist()
+            [[0, 1], [2, 3]]
+            >>> RaggedTensorDict(TensorDict({"x": torch.arange(3)}, [3]), torch.tensor([0, 1, 3])).get("x").is_nested
+            True
+        """
         try:
             leaf = self._values._get_raw(key)
         except KeyError:
@@ -202,8 +212,18 @@ class RaggedTensorDict(Batched):
                 return default
             raise
         if isinstance(leaf, torch.Tensor):
-            return torch.nested.nested_tensor_from_jagged(leaf, self._offsets)
+            return self._stack_leaf(leaf)
         return RaggedTensorDict(leaf, self._offsets)
+
+    def _stack_leaf(self, leaf: torch.Tensor) -> torch.Tensor:
+        """``leaf``'s items as a dense view when they share one length, else a nested tensor."""
+        n = self._offsets.numel() - 1
+        if n > 0:
+            lengths = self._offsets[1:] - self._offsets[:-1]
+            first = int(lengths[0])
+            if first > 0 and bool((lengths == first).all()):
+                return leaf.view(n, first, *leaf.shape[1:])
+        return torch.nested.nested_tensor_from_jagged(leaf, self._offsets)
 
     def _get_raw(self, key):
         leaf = self._values._get_raw(key)

@@ -90,6 +90,19 @@ def test_tokenize_batch_ragged(qwen_tok):
     assert out["input_ids"].is_nested
 
 
+def test_tokenize_equal_length_batch_indexes_with_its_mask(qwen_tok):
+    """A batch whose conversations tokenize to one length gives dense columns (as torchrl's lazy
+    stack does), so ``ids[mask.bool()]`` selects the trained tokens; one conversation is such a batch."""
+    chat = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there!"}]
+    for h in (History.from_chats([chat]), History.from_chats([chat, chat])):
+        out = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, return_dict=True,
+                                    return_assistant_tokens_mask=True, add_generation_prompt=False)
+        assert isinstance(out, RaggedTensorDict)
+        ids, mask = out["input_ids"], out["assistant_masks"]
+        assert not ids.is_nested and ids.shape == mask.shape and ids.shape[0] == h.batch_size[0]
+        assert qwen_tok.decode(ids[mask.bool()]) == "Hi there!<|im_end|>" * h.batch_size[0]
+
+
 def test_tokenize_padded_and_single(qwen_tok):
     h = History.from_chats(CHATS)
     out = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, padding=True, return_dict=True,

@@ -70,6 +70,28 @@ def test_entries():
     assert r.get("zz", None) is None
 
 
+def test_equal_length_items_give_a_dense_view():
+    """Items of one length read as a dense (n, length, ...) tensor that shares the values' memory,
+    so boolean-mask indexing works (torch has none for nested tensors)."""
+    values = TensorDict({"x": torch.arange(6.0).reshape(6, 1), "m": torch.tensor([0, 1, 1, 0, 0, 1])}, [6])
+    r = RaggedTensorDict(values, torch.tensor([0, 3, 6]))
+    x = r.get("x")
+    assert not x.is_nested and x.shape == (2, 3, 1)
+    assert x.data_ptr() == values["x"].data_ptr()
+    assert r["m"].tolist() == [[0, 1, 1], [0, 0, 1]]
+    assert r["x"][r["m"].bool()].flatten().tolist() == [1.0, 2.0, 5.0]
+    x[1, 0, 0] = 42.0  # a view: writes reach the stack
+    assert r[1]["x"][0].item() == 42.0
+
+
+def test_unequal_or_empty_items_stay_nested():
+    values = TensorDict({"x": torch.arange(3)}, [3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert RaggedTensorDict(values, torch.tensor([0, 1, 3])).get("x").is_nested
+        assert RaggedTensorDict(values, torch.tensor([0, 0, 3])).get("x").is_nested
+
+
 def test_set_from_nested_lists():
     r = ragged()
     r.set("t", [["1", "2"], ["3", "4", "5"], ["6"]])

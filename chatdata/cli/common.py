@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["CLIError", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
-           "plural", "check_output"]
+           "plural", "check_output", "dataset_len", "dataset_chunks"]
 
 
 class CLIError(Exception):
@@ -64,7 +64,9 @@ def color_enabled(stream=None) -> bool:
 
 
 def load_history(path):
-    """The History saved at ``path`` (by ``chatdata import`` or ``History.memmap``), lazily."""
+    """The History saved at ``path`` (by ``chatdata import`` or ``History.memmap``), lazily; for
+    a sharded folder (``chatdata import --shard-size``) the :class:`~chatdata.io.ShardedDataset`,
+    which :func:`dataset_len` and :func:`dataset_chunks` read like a History."""
     from ..history import History
     from ..td import load_memmap
     from ..td.fsops import FormatError
@@ -74,6 +76,17 @@ def load_history(path):
         raise CLIError(f"{path}: no such dataset (run `chatdata import SRC {path}` first)")
     if not p.is_dir():
         raise CLIError(f"{path} is a file, not a dataset folder (make one with `chatdata import {path} OUT`)")
+    from ..io.sharded import is_sharded, open_dataset
+
+    if is_sharded(p):
+        try:
+            ds = open_dataset(p)
+        except (FormatError, ValueError) as err:
+            raise CLIError(f"{path} is not a readable sharded dataset: {err}") from None
+        if ds.kind not in ("History", None):
+            raise CLIError(f"{path} is a sharded set of {ds.kind}, not of conversations "
+                           "(sharded History datasets are made by `chatdata import --shard-size`)")
+        return ds
     try:
         obj = load_memmap(p)
     except (FormatError, FileNotFoundError) as err:
@@ -86,6 +99,40 @@ def load_history(path):
     if obj.ndim != 2:
         raise CLIError(f"{path} holds a History of batch size {tuple(obj.batch_size)}, not a batch of conversations")
     return obj
+
+
+def dataset_len(ds) -> int:
+    """Number of conversations of what :func:`load_history` returned.
+
+    Example:
+        >>> from chatdata import History
+        >>> dataset_len(History.from_chats([[{"role": "user", "content": "hi"}]]))
+        1
+    """
+    return len(ds) if not hasattr(ds, "batch_size") else int(ds.batch_size[0])
+
+
+def dataset_chunks(ds, size: int):
+    """``(start, History)`` pieces of at most ``size`` consecutive conversations of what
+    :func:`load_history` returned; a sharded dataset's pieces never cross a shard (no copies).
+
+    Example:
+        >>> from chatdata import History
+        >>> h = History.from_chats([[{"role": "user", "content": str(i)}] for i in range(5)])
+        >>> [(a, c.batch_size[0]) for a, c in dataset_chunks(h, 2)]
+        [(0, 2), (2, 2), (4, 1)]
+    """
+    if hasattr(ds, "iter_chunks"):
+        start = 0
+        for chunk in ds.iter_chunks(size):
+            n = int(chunk.batch_size[0])
+            if n:
+                yield start, chunk
+            start += n
+        return
+    n = dataset_len(ds)
+    for a in range(0, n, size):
+        yield a, ds[a:a + size]
 
 
 def load_tokenizer(path):
@@ -117,7 +164,27 @@ def load_tokenizer(path):
         raise CLIError(f"--tokenizer {path}: cannot load the tokenizer ({msg})") from None
     if not getattr(tok, "is_fast", False):
         raise CLIError(f"--tokenizer {path}: a fast (Rust) tokenizer is needed (tokenizer.json)")
+    _check_vocabulary(tok, p)
     return tok
+
+
+_PROBE_TEXT = "Hello, world! 123"
+
+
+def _check_vocabulary(tok, p: Path) -> None:
+    """Refuse a tokenizer that cannot encode plain text. transformers builds one without a
+    vocabulary from a folder that has ``tokenizer_config.json`` but no ``tokenizer.json``; it
+    would turn every message into nothing but the template's special tokens."""
+    ids = tok.encode(_PROBE_TEXT, add_special_tokens=False)
+    if ids and "world" in tok.decode(ids).lower():  # lenient: normalisers may change case or spaces
+        return
+    hint = ""
+    if (p / "tokenizer.json.gz").is_file():
+        hint = f"; decompress it first: gunzip -k {p / 'tokenizer.json.gz'}"
+    elif not (p / "tokenizer.json").is_file():
+        hint = "; the folder has no tokenizer.json (copy it from the model's files)"
+    raise CLIError(f"--tokenizer {p}: the tokenizer cannot encode text ({_PROBE_TEXT!r} gives {len(ids)} "
+                   f"token{'s' if len(ids) != 1 else ''}, decoded {tok.decode(ids)!r}){hint}")
 
 
 def resolve_template(name, tokenizer):

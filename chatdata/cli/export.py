@@ -12,7 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .common import CLIError, check_output, load_history, plural, say
+from .common import CLIError, check_output, dataset_chunks, dataset_len, load_history, plural, say
 from .progress import Progress
 
 HELP = "export a History dataset to JSON Lines ({\"messages\": [...]} per line)"
@@ -44,7 +44,7 @@ def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite:
                    allow_empty: bool = True) -> int:
     """Write the dataset ``ds`` to ``out`` as JSON Lines; returns the number of conversations."""
     h = ds if not isinstance(ds, (str, os.PathLike)) else load_history(ds)
-    n = h.batch_size[0]
+    n = dataset_len(h)
     if n == 0 and not allow_empty:
         raise CLIError(f"{ds if isinstance(ds, (str, os.PathLike)) else 'the dataset'} holds no conversation; "
                        "pass --allow-empty to write an empty file")
@@ -64,8 +64,8 @@ def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite:
         tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:12]}")
         f = gzip.open(tmp, "wt", encoding="utf-8") if out.suffix == ".gz" else open(tmp, "w", encoding="utf-8")
     try:
-        for a in range(0, n, chunk_size):
-            chats = h[a:a + chunk_size].to_chats()
+        for _, chunk in dataset_chunks(h, chunk_size):
+            chats = chunk.to_chats()
             f.write("".join([dumps({"messages": c}) + "\n" for c in chats]))
             bar.update(len(chats))
         if tmp is not None:

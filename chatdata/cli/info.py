@@ -68,7 +68,33 @@ def _quantiles(x: torch.Tensor) -> dict:
 
 
 def dataset_stats(h) -> dict:
-    """The numbers ``chatdata info`` prints, plus the raw lengths for plotting."""
+    """The numbers ``chatdata info`` prints, plus the raw lengths for plotting; for a sharded
+    dataset, each shard's numbers summed (quantiles over every shard's lengths)."""
+    if hasattr(h, "shard"):
+        parts = [_history_stats(h.shard(k)) for k in range(h.num_shards)]
+        return _merge_stats(parts) if parts else _history_stats(h[0:0])
+    return _history_stats(h)
+
+
+_SUMMED = ("conversations", "messages", "tool_calls", "messages_with_tool_calls", "conversations_with_tool_calls",
+           "content_bytes")
+
+
+def _merge_stats(parts: list) -> dict:
+    out = {k: sum(p[k] for p in parts) for k in _SUMMED}
+    roles: dict = {}
+    for p in parts:
+        for r, k in p["roles"].items():
+            roles[r] = roles.get(r, 0) + k
+    out["roles"] = roles
+    out["_per_conv"] = torch.cat([p["_per_conv"] for p in parts])
+    out["_content_bytes"] = torch.cat([p["_content_bytes"] for p in parts])
+    out["messages_per_conversation"] = _quantiles(out["_per_conv"])
+    out["content_bytes_per_message"] = _quantiles(out["_content_bytes"])
+    return out
+
+
+def _history_stats(h) -> dict:
     offsets = h.conversation_offsets()
     column = h.message_column
     n_msgs = int(offsets[-1])

@@ -20,7 +20,14 @@ def is_token_set(path) -> bool:
     """True when ``path`` is a folder holding a token set (ragged ``input_ids`` + ``assistant_masks``)."""
     from ..td import RaggedTensorDict, load_memmap
 
+    from ..io.sharded import is_sharded, open_dataset
+
     p = Path(path)
+    if p.is_dir() and is_sharded(p):
+        try:
+            return open_dataset(p).kind == "tokens"
+        except Exception:  # an unreadable manifest: the History path reports it
+            return False
     if not (p.is_dir() and (p / "meta.json").is_file()):
         return False
     try:
@@ -39,25 +46,30 @@ def _histogram(lengths: torch.Tensor, bins: int = 12) -> list[tuple[int, int, in
 
 
 def token_set_stats(path) -> dict:
-    """The numbers ``chatdata info TOKENS`` prints (and the lengths, under ``_lengths``)."""
+    """The numbers ``chatdata info TOKENS`` prints (and the lengths, under ``_lengths``); a
+    sharded token set (``chatdata tokenize --ray``) counts every shard."""
+    from ..io.sharded import is_sharded, open_dataset
+    from ..td import FormatError
     from ..train import TokenDataset
 
     try:
-        ds = TokenDataset(path)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+        paths = open_dataset(path).shard_paths() if is_sharded(path) else [path]
+        sets = [TokenDataset(p) for p in paths]
+    except (ValueError, TypeError, FileNotFoundError, FormatError) as err:
         raise CLIError(str(err)) from None
-    lengths = ds.lengths
+    empty = torch.zeros(0, dtype=torch.int64)
+    lengths = torch.cat([empty] + [ds.lengths for ds in sets])
     tokens = int(lengths.sum())
-    per_seq = ds.trained_lengths()
+    per_seq = torch.cat([empty] + [ds.trained_lengths() for ds in sets])
     trained = int(per_seq.sum())
     s, _ = torch.sort(lengths)
     n = s.numel()
-    q = {name: int(s[min(n - 1, int(f * (n - 1) + 0.5))]) for name, f in QUANTILES}
-    q["mean"] = float(lengths.double().mean())
+    q = {name: int(s[min(n - 1, int(f * (n - 1) + 0.5))]) if n else 0 for name, f in QUANTILES}
+    q["mean"] = float(lengths.double().mean()) if n else 0.0
     return {"sequences": n, "tokens": tokens, "trained_tokens": trained,
             "trained_fraction": trained / tokens if tokens else 0.0,
             "sequences_without_trained_tokens": int((per_seq == 0).sum()), "length_quantiles": q,
-            "length_histogram": _histogram(lengths), "_lengths": lengths}
+            "length_histogram": _histogram(lengths) if n else [], "_lengths": lengths}
 
 
 def format_token_stats(st: dict) -> str:
@@ -72,7 +84,7 @@ def format_token_stats(st: dict) -> str:
     lines.append(f"{'':<{w}}" + "".join(f"{name:>9}" for name, _ in QUANTILES) + f"{'mean':>9}")
     lines.append(f"{'tokens/sequence':<{w}}" + "".join(f"{q[name]:>9}" for name, _ in QUANTILES) + f"{q['mean']:>9.1f}")
     lines.append("length histogram (tokens per sequence):")
-    top = max(c for _, _, c in st["length_histogram"]) or 1
+    top = max([c for _, _, c in st["length_histogram"]] + [1])
     for lo, hi, c in st["length_histogram"]:
         lines.append(f"  {lo:>7}-{hi:<7} {'#' * round(40 * c / top):<40} {c}")
     return "\n".join(lines)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .common import CLIError, check_output, load_history, load_tokenizer, load_tools, plural, resolve_template, say
+from .common import (CLIError, check_output, dataset_chunks, dataset_len, load_history, load_tokenizer, load_tools, plural,
+                     resolve_template, say)
 from .progress import Progress, human_count
 
 MAX_REPORTED = 20
@@ -127,7 +128,7 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     h = load_history(ds) if isinstance(ds, (str, Path)) else ds
     out = Path(out)
     check_output(out, overwrite)
-    n = h.batch_size[0]
+    n = dataset_len(h)
     if n == 0 and not allow_empty:
         raise CLIError(f"{ds if isinstance(ds, (str, Path)) else 'the dataset'} holds no conversation; "
                        "pass --allow-empty to write an empty token set")
@@ -135,8 +136,8 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     bar = Progress("tokenizing", total=n, unit="conversations", item_name="tokens", enabled=progress)
     start = time.perf_counter()
     with StreamWriter(out, columns=("input_ids", "assistant_masks")) as w:
-        for a in range(0, n, batch_size):
-            chats = h[a:a + batch_size].to_chats()
+        for a, chunk in dataset_chunks(h, batch_size):
+            chats = chunk.to_chats()
             ids, masks = _encode_batch(chats, a, template, tools, tokenizer, skip_bad, stats,
                                        {"mask_reasoning": mask_reasoning, "mask_eot": mask_eot})
             if max_length is not None:

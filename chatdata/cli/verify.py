@@ -28,7 +28,8 @@ def add_parser(sub):
 
     p = sub.add_parser("verify", help=HELP, description=HELP + " (exit status 1 names every bad file).",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("path", help="a saved folder (chatdata import, History.memmap, TensorDict.memmap, ...)")
+    p.add_argument("path", help="a saved folder (chatdata import, History.memmap, TensorDict.memmap, ...) or a "
+                   "sharded one (import --shard-size: every shard and the manifest)")
     p.add_argument("--no-checksums", action="store_true", help="skip hashing the files")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
@@ -46,9 +47,9 @@ def _as_dict(report) -> dict:
 
 
 def run(args) -> int:
-    from ..td.verify import verify
+    from ..io.sharded_verify import verify_dataset
 
-    report = verify(args.path, checksums=not args.no_checksums)
+    report = verify_dataset(args.path, checksums=not args.no_checksums)
     if args.json:
         say(json.dumps(_as_dict(report), indent=2))
         return 0 if report.ok else 1
@@ -70,5 +71,6 @@ def run(args) -> int:
             "tensordict, or preallocated by memmap_like): everything else was checked; save with chatdata to "
             "add checksums")
     for folder in report.leftovers:
-        say(f"leftover: {folder} (temporary folder of an interrupted save; safe to delete)")
+        what = "" if folder.endswith(")") else " (temporary folder of an interrupted save; safe to delete)"
+        say(f"leftover: {folder}{what}")
     return 0 if report.ok else 1

@@ -21,8 +21,9 @@ from __future__ import annotations
 from ..history import History
 from ..td import NonTensorStack, TensorDict
 from .sharded import ShardedDataset, open_dataset
+from .sharded_verify import verify_dataset
 
-__all__ = ["open_dataset", "ShardedDataset"]
+__all__ = ["open_dataset", "ShardedDataset", "verify_dataset"]
 
 
 def _history_to_arrow(self, column: str = "messages"):

@@ -1,0 +1,93 @@
+"""Verify a dataset folder, plain or sharded: every file of every shard, and the manifest.
+
+A plain folder is checked by :func:`chatdata.td.verify.verify`. A sharded folder (see
+:mod:`chatdata.io.sharded`) is checked shard by shard with it, and on top of that:
+
+* ``manifest.json`` reads as a sharded manifest, and every shard it names exists;
+* every shard holds as many items as the manifest says, and the manifest's total adds up;
+* shard folders that the manifest does not name are listed as leftovers (a writer killed
+  before its commit leaves one; a writer running right now may be about to add it). Like the
+  temporary folders of interrupted saves, they do not make the report bad.
+
+Example:
+    >>> import tempfile, chatdata
+    >>> path = tempfile.mkdtemp() + "/corpus"
+    >>> chatdata.open_dataset(path, mode="a").append(chatdata.History.from_chats([[{"role": "user", "content": "hi"}]]))
+    >>> report = verify_dataset(path)
+    >>> report.ok, report.files > 0
+    (True, True)
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..td import FormatError
+from ..td.verify import Problem, VerifyReport, verify
+from .sharded import MANIFEST, SHARDS, _read_manifest, is_sharded
+
+__all__ = ["verify_dataset"]
+
+
+def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
+    """Check the dataset at ``path`` (plain or sharded); returns one :class:`VerifyReport` whose
+    problems name the bad files of every shard and any disagreement with the manifest.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from chatdata.td import TensorDict
+        >>> path = tempfile.mkdtemp() + "/ds"
+        >>> _ = TensorDict({"x": torch.arange(3)}, [3]).memmap(path)
+        >>> verify_dataset(path).ok
+        True
+    """
+    if not is_sharded(path):
+        return verify(path, checksums=checksums)
+    t0 = time.perf_counter()
+    root = Path(path)
+    report = VerifyReport(root)
+    try:
+        manifest = _read_manifest(root)
+    except (FormatError, ValueError, OSError) as err:
+        report.problems.append(Problem(str(root / MANIFEST), str(err)))
+        report.seconds = time.perf_counter() - t0
+        return report
+    named = set()
+    total = 0
+    for k, entry in enumerate(manifest["shards"]):
+        shard = root / entry["path"]
+        named.add(shard.resolve())
+        total += entry["items"]
+        part = verify(shard, checksums=checksums)
+        _merge(report, part)
+        if part.ok:
+            _check_items(report, shard, k, entry["items"])
+    if manifest.get("items") is not None and manifest["items"] != total:
+        report.problems.append(Problem(str(root / MANIFEST), f"says {manifest['items']} items in all, but its "
+                                                             f"shards add up to {total}"))
+    shards_dir = root / SHARDS
+    if shards_dir.is_dir():
+        for child in sorted(shards_dir.iterdir()):
+            if child.is_dir() and not child.name.startswith(".") and child.resolve() not in named:
+                report.leftovers.append(f"{child} (a shard folder the manifest does not name)")
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _merge(report: VerifyReport, part: VerifyReport) -> None:
+    report.problems += part.problems
+    report.files += part.files
+    report.bytes += part.bytes
+    report.checksummed += part.checksummed
+    report.unchecked += part.unchecked
+    report.leftovers += part.leftovers
+
+
+def _check_items(report: VerifyReport, shard: Path, k: int, expected: int) -> None:
+    from ..history import History  # noqa: F401 - registers the class for load_memmap
+    from ..td import load_memmap
+    from .sharded import _items
+
+    n = _items(load_memmap(shard))
+    if n != expected:
+        report.problems.append(Problem(str(shard), f"holds {n} items, but the manifest (shard {k}) says {expected}"))

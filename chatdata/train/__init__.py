@@ -6,11 +6,13 @@ Example:
     >>> ds = TokenDataset("tokens/")                                        # doctest: +SKIP
     >>> sampler = PackedBatchSampler(ds.lengths, max_tokens=8192, seed=0)    # doctest: +SKIP
     >>> loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate_padding_free)  # doctest: +SKIP
+    >>> shards = ConcatTokenDataset(chatdata.open_dataset("sharded_tokens/"))  # doctest: +SKIP
 """
 from .collate import collate_padded, collate_padding_free
+from .concat import ConcatTokenDataset
 from .dataset import IGNORE_INDEX, TokenDataset, TokenRows
 from .packing import PackingPlan, pack
 from .sampler import PackedBatchSampler
 
-__all__ = ["TokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
+__all__ = ["TokenDataset", "ConcatTokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
            "collate_padded", "IGNORE_INDEX"]

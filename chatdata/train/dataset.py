@@ -85,6 +85,9 @@ def _open_source(source):
         p = Path(source)
         if not p.exists():
             raise FileNotFoundError(f"{source}: no such token set (make one with `chatdata tokenize DS {source}`)")
+        if p.is_dir() and (p / "manifest.json").is_file() and not (p / "meta.json").is_file():
+            raise ValueError(f"{source} is a sharded token set: read it with "
+                             f"ConcatTokenDataset(chatdata.open_dataset({str(source)!r}))")
         if not p.is_dir() or not (p / "meta.json").is_file():
             raise ValueError(f"{source} is not a token set: expected a folder with a meta.json, "
                              "as written by `chatdata tokenize` or apply_chat_template(...).memmap(path)")

@@ -189,3 +189,50 @@ def test_a_sharded_token_set_feeds_chatdata_train(tmp_path):
     seen = sum(int(b["cu_seq_lens_q"].numel()) - 1 for b in DataLoader(ds, batch_sampler=sampler,
                                                                        collate_fn=collate_padding_free))
     assert seen == 7
+
+
+def test_concat_token_dataset_reads_a_sharded_token_set_as_one(tmp_path):
+    """ConcatTokenDataset(open_dataset(path)): the shards as one dataset, batches equal to the
+    unsharded token set's, in the order the sampler asks (rows from different shards mixed)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from chatdata.data import load_sample_tokenizer
+    from chatdata.train import ConcatTokenDataset, PackedBatchSampler, TokenDataset, collate_padding_free
+
+    tok = load_sample_tokenizer()
+    chats = _chats("t", 9)
+    kw = dict(tokenizer=tok, add_generation_prompt=False, tokenize=True, return_dict=True,
+              return_assistant_tokens_mask=True)
+    corpus = open_dataset(tmp_path / "tokens", mode="a")
+    for a, b in ((0, 4), (4, 5), (5, 9)):
+        corpus.append(History.from_chats(chats[a:b]).apply_chat_template(**kw))
+    with pytest.raises(ValueError, match="is a sharded token set: read it with ConcatTokenDataset"):
+        TokenDataset(tmp_path / "tokens")
+    ds = ConcatTokenDataset(open_dataset(tmp_path / "tokens"))
+    whole = TokenDataset(History.from_chats(chats).apply_chat_template(**kw))
+    assert len(ds) == 9 and torch.equal(ds.lengths, whole.lengths)
+    assert torch.equal(ds.trained_lengths(), whole.trained_lengths()) and ds.num_tokens == whole.num_tokens
+    for i in (0, 3, 4, 5, 8, -1, torch.tensor(6)):
+        assert torch.equal(ds[i]["labels"], whole[i]["labels"])
+    order = [8, 0, 4, 2, 7, 4]
+    got, want = ds.__getitems__(order), whole.__getitems__(order)
+    for name in ("input_ids", "assistant_masks", "offsets"):
+        assert torch.equal(getattr(got, name), getattr(want, name))
+    sampler = PackedBatchSampler(ds.lengths, max_tokens=4096, seed=3)
+    a = [collate_padding_free(b) for b in DataLoader(ds, batch_sampler=sampler, collate_fn=lambda x: x)]
+    b = [collate_padding_free(b) for b in DataLoader(whole, batch_sampler=sampler, collate_fn=lambda x: x)]
+    assert len(a) == len(b) and all(torch.equal(x["input_ids"], y["input_ids"]) and
+                                    torch.equal(x["labels"], y["labels"]) for x, y in zip(a, b))
+    cut = ConcatTokenDataset(open_dataset(tmp_path / "tokens"), max_length=5)
+    assert int(cut.lengths.max()) == 5 and cut[8]["input_ids"].tolist() == whole[8]["input_ids"][:5].tolist()
+    with pytest.raises(IndexError, match="out of range for a ConcatTokenDataset of 9 sequences"):
+        ds[9]
+    with pytest.raises(IndexError, match="out of range"):
+        ds.__getitems__([0, 9])
+    with pytest.raises(TypeError, match="int or a 0-d integer tensor"):
+        ds[1.5]
+    with pytest.raises(ValueError, match="holds no token set"):
+        ConcatTokenDataset(open_dataset(tmp_path / "empty", mode="a"))
+    with pytest.raises(TypeError, match="a list of token sets or a sharded dataset"):
+        ConcatTokenDataset(str(tmp_path / "tokens"))

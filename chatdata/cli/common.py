@@ -52,6 +52,10 @@ def check_output(out, overwrite: bool, *, kind: str = "folder") -> None:
     if not out.is_dir():
         raise CLIError(f"{out} exists and is a file; choose another output folder")
     if any(out.iterdir()):
+        if (out / "manifest.json").is_file() and not (out / "meta.json").is_file():
+            raise CLIError(f"{out} holds a sharded dataset (manifest.json), which this command does not replace; "
+                           "choose another output folder (`chatdata import --shard-size N --overwrite` replaces "
+                           "a sharded dataset)")
         if not (out / "meta.json").is_file():
             raise CLIError(f"{out} is a non-empty folder that is not a chatdata dataset; refusing to replace it")
         if not overwrite:

@@ -138,8 +138,14 @@ def check_target(out: Path, overwrite: bool, sharded: bool) -> None:
     if not any(out.iterdir()):
         return
     if sharded:
+        if (out / "meta.json").is_file() and not (out / "manifest.json").is_file():
+            raise ValueError(f"{out} holds a plain (unsharded) dataset, which a sharded import does not replace; "
+                             "choose another output folder, or import without --shard-size to replace it")
         if not (out / "manifest.json").is_file():
             raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset; refusing to write into it")
+    elif (out / "manifest.json").is_file() and not (out / "meta.json").is_file():
+        raise ValueError(f"{out} holds a sharded dataset (manifest.json), which a plain import does not replace; "
+                         "choose another output folder, or import with --shard-size N to replace it")
     elif not (out / "meta.json").is_file():
         raise ValueError(f"{out} is a non-empty folder that is not a chatdata dataset; refusing to replace it")
     if not overwrite:

@@ -137,3 +137,20 @@ def test_a_tokenizer_without_a_vocabulary_is_refused(cli, tmp_path, sample_ds):
     (folder / "tokenizer.json.gz").write_bytes(b"")
     res = cli("show", sample_ds, "0", "--tokenizer", folder)
     assert res.returncode == 1 and "gunzip -k" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_plain_and_sharded_outputs_do_not_replace_each_other(cli, sharded_ds, sample_ds, sample_jsonl, tmp_path):
+    import shutil
+
+    shards = tmp_path / "shards"
+    shutil.copytree(sharded_ds, shards)
+    res = cli("import", sample_jsonl, shards, "--overwrite", "-q")
+    assert res.returncode == 1 and "holds a sharded dataset (manifest.json)" in res.stderr
+    res = cli("tokenize", sample_ds, shards, "--overwrite", "-q")
+    assert res.returncode == 1 and "holds a sharded dataset" in res.stderr
+    assert open_dataset(shards).num_shards == 5  # untouched
+    plain = tmp_path / "plain"
+    shutil.copytree(sample_ds, plain)
+    res = cli("import", sample_jsonl, plain, "--shard-size", "50", "--overwrite", "-q")
+    assert res.returncode == 1 and "holds a plain (unsharded) dataset" in res.stderr
+    assert load_memmap(plain).batch_size[0] == 300

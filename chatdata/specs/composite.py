@@ -5,6 +5,7 @@ TensorDict, or a ``data_cls`` instance (``data_cls.from_tensordict(td)``) when `
 is given, e.g. a History for History's spec.
 
 Example:
+    >>> from chatdata.specs import Composite, NonTensor, Unbounded
     >>> spec = Composite(obs=Unbounded(shape=(2, 3)), text=NonTensor(shape=(2,)), shape=(2,))
     >>> td = spec.rand()
     >>> td.batch_size, spec.is_in(td)

@@ -17,6 +17,7 @@ atomically. Loading never unpickles or imports anything, maps files lazily and v
 ``docs/format.md`` is the full specification.
 
 Example:
+    >>> import tempfile
     >>> td = TensorDict({"a": torch.zeros(3), "s": ["x", "y", "z"]}, [3])
     >>> path = tempfile.mkdtemp()
     >>> _ = save(td, path)

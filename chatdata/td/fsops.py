@@ -94,6 +94,7 @@ def resolve_target(path) -> Path:
 _OWN_FILES = ("meta.json",)
 _OWN_SUFFIXES = (".memmap",)
 _TD_EXTRA = ("other.pickle", "pickle.pkl")  # tensordict's own files (refused on load, never foreign)
+UPDATE_TEMP_PREFIX = ".meta.json.tmp-"  # what a killed in-place value update may leave (writethrough.py)
 
 
 def _is_dataset_meta(path: Path) -> bool:
@@ -126,7 +127,8 @@ def foreign_entry(folder: Path) -> Path | None:
                 return p
             if entry.is_dir():
                 stack.append(p)
-            elif not (entry.name in _OWN_FILES or entry.name in _TD_EXTRA or entry.name.endswith(_OWN_SUFFIXES)):
+            elif not (entry.name in _OWN_FILES or entry.name in _TD_EXTRA or entry.name.endswith(_OWN_SUFFIXES)
+                      or entry.name.startswith(UPDATE_TEMP_PREFIX)):
                 return p
     return None
 

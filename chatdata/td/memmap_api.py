@@ -45,22 +45,25 @@ def _storage(obj):
     return getattr(obj, "_storage", obj)
 
 
-def _mark(obj, prefix) -> None:
+def _mark(obj, prefix, durable: bool = False) -> None:
     st = _storage(obj)
     st.lock_()
     st._is_memmap = True
     st._saved_path = str(prefix)
-    _mark_non_tensor(st)
+    _mark_non_tensor(st, durable)
 
 
-def _mark_non_tensor(st) -> None:
-    """NonTensorData leaves of a memory-mapped collection report it (and are locked)."""
+def _mark_non_tensor(st, durable: bool = False) -> None:
+    """NonTensorData leaves of a memory-mapped collection report it (and are locked); their
+    in-place updates are written through to the folder (fsynced if the save was durable)."""
     for v in getattr(st, "_tensordict", {}).values() if isinstance(getattr(st, "_tensordict", None), dict) else ():
         if isinstance(v, NonTensorData):
             v._is_memmap = True
             v._is_locked = True
+            if v._disk is not None:
+                v._disk.durable = durable
         elif hasattr(v, "_tensordict"):
-            _mark_non_tensor(_storage(v))
+            _mark_non_tensor(_storage(v), durable)
 
 
 def _mmap_leaves(obj):
@@ -130,7 +133,7 @@ def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like, dura
 
             shutil.rmtree(temporary, ignore_errors=True)
         raise
-    _mark(out, prefix)
+    _mark(out, prefix, durable)
     return out, temporary
 
 

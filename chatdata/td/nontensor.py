@@ -57,6 +57,7 @@ class NonTensorData(Batched):
     _is_shared = False
     _is_memmap = False
     _is_locked = False
+    _disk = None  # a writethrough.ValueLink once loaded from a folder
 
     def __init__(self, data: Any, _metadata=None, _is_non_tensor=True, *, batch_size=(), device=None, names=None):
         if isinstance(data, NonTensorData):
@@ -72,6 +73,10 @@ class NonTensorData(Batched):
 
     @data.setter
     def data(self, value):
+        if self._is_memmap and self._disk is not None:  # in a memory-mapped folder: write through
+            from .writethrough import write_value
+
+            write_value(self._disk, value)  # atomic; a refused value changes nothing
         self._data = value
 
     @property
@@ -99,10 +104,11 @@ class NonTensorData(Batched):
 
     def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
         """Take ``other``'s value (a NonTensorData or a plain value); a locked (shared or
-        memory-mapped) one needs ``inplace=True``."""
+        memory-mapped) one needs ``inplace=True``. In a memory-mapped folder the new value is
+        written through to its ``meta.json`` atomically (:mod:`chatdata.td.writethrough`)."""
         if self._is_locked and not inplace:
             raise RuntimeError("cannot update a locked NonTensorData (shared or memory-mapped); use inplace=True or update_()")
-        self._data = other.data if isinstance(other, NonTensorData) else other
+        self.data = other.data if isinstance(other, NonTensorData) else other
         return self
 
     def update_(self, other, non_blocking: bool = False, **kwargs):

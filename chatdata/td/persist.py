@@ -40,6 +40,7 @@ from .folder import Folder
 from .fsops import FormatError, atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
 from .integrity import LoadedRagged, check_offsets, check_version, parse_meta
 from .tempdirs import WriterTemp, remove_orphans
+from .writethrough import link_value
 from .keys import key_to_filename
 from .memmap import MemoryMappedTensor, map_file
 from .nontensor import NonTensorData, NonTensorStack
@@ -437,7 +438,7 @@ class _Reader:
         index = range(n) if len(shape) == 1 else torch.arange(n, dtype=torch.long).reshape(shape)
         return NonTensorStack._from_parts(index, pool, None)
 
-    def entry(self, folder: Folder, m, where: str):
+    def entry(self, folder: Folder, m, where: str, key=None):
         if not isinstance(m, dict) or "kind" not in m:
             raise FormatError(f"{where}: entry description must be an object with a 'kind'")
         kind = m["kind"]
@@ -446,7 +447,10 @@ class _Reader:
         if kind == "strings":
             return self.strings(folder, m, where)
         if kind == "value":
-            return NonTensorData(m.get("value"), batch_size=_parse_shape(m.get("batch_size", []), where, "batch_size"))
+            nt = NonTensorData(m.get("value"), batch_size=_parse_shape(m.get("batch_size", []), where, "batch_size"))
+            if key is not None:
+                link_value(nt, folder, key)  # in-place updates write through (writethrough.py)
+            return nt
         if kind == "collection":
             name = _safe_name(m.get("dir"), where)
             if not folder.is_dir(name):
@@ -476,7 +480,7 @@ class _Reader:
             entries = meta.get("entries")
             if not isinstance(entries, dict):
                 raise FormatError(f"{where}: 'entries' must be an object")
-            values = {k: self.entry(folder, m, f"{where} entry {k!r}") for k, m in entries.items()}
+            values = {k: self.entry(folder, m, f"{where} entry {k!r}", k) for k, m in entries.items()}
             bs = _parse_shape(meta.get("batch_size", []), where, "batch_size")
             device = self.device
             if self.fake:

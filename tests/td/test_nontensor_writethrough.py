@@ -1,0 +1,226 @@
+"""In-place updates of a memory-mapped NonTensorData are written through to its folder's
+meta.json, atomically (chatdata/td/writethrough.py): a reader sees the old value or the new one,
+verify passes, bad values change nothing, a replaced folder is never edited."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import shutil
+
+import pytest
+import torch
+
+from chatdata.td import NonTensorData, TensorDict, load_memmap
+from chatdata.td.fsops import FormatError
+from chatdata.td.verify import verify
+
+
+def _saved(path, **values):
+    td = TensorDict({"x": torch.arange(4.0), **{k: NonTensorData(v) for k, v in values.items()},
+                     "sub": TensorDict({"note": NonTensorData("n0")}, [])}, [])
+    return td.memmap(path)
+
+
+def _meta(path):
+    return json.loads((path / "meta.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("how", ["update_", "update-inplace", "set_", "td.update_", "data-attr", "td.update-inplace"])
+def test_every_in_place_update_reaches_the_folder(tmp_path, how):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    new = {"k": [1, "two", None], "é": 3.5}
+    if how == "update_":
+        td.get("tag").update_(NonTensorData(new))
+    elif how == "update-inplace":
+        td.get("tag").update(NonTensorData(new), inplace=True)
+    elif how == "set_":
+        td.set_("tag", new)
+    elif how == "td.update_":
+        td.update_({"tag": NonTensorData(new)})
+    elif how == "td.update-inplace":
+        td.update({"tag": new}, inplace=True)
+    else:
+        td.get("tag").data = new
+    assert td["tag"] == new
+    assert load_memmap(path)["tag"] == new
+    assert load_memmap(path, verify=True)["tag"] == new
+    assert verify(path).ok
+
+
+def test_checksums_and_other_fields_are_kept(tmp_path):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0", other=[1, 2])
+    before = _meta(path)
+    td.get("tag").update_("v1")
+    after = _meta(path)
+    assert after["checksums"] == before["checksums"] and after["checksums"]
+    before["entries"]["tag"]["value"] = "v1"
+    assert after == before  # only that value changed
+    assert list(after) == list(before)  # checksums still written last
+    assert verify(path).ok
+
+
+def test_nested_entry_writes_its_own_sub_folder(tmp_path):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    td.get(("sub", "note")).update_("n1")
+    assert _meta(path / "sub")["entries"]["note"]["value"] == "n1"
+    assert _meta(path)["entries"]["tag"]["value"] == "v0"
+    assert load_memmap(path)["sub", "note"] == "n1"
+    assert load_memmap(path / "sub")["note"] == "n1"  # the sub-folder loads on its own
+    assert verify(path).ok
+
+
+def test_loaded_folders_write_through_too(tmp_path):
+    path = tmp_path / "ds"
+    _saved(path, tag="v0")
+    td = load_memmap(path)
+    td.get("tag").update_("v9")
+    assert load_memmap(path)["tag"] == "v9"
+
+
+def test_durable_saves_update_durably(tmp_path):
+    path = tmp_path / "ds"
+    td = TensorDict({"tag": NonTensorData("a")}, []).memmap(path, durable=True)
+    td.get("tag").update_("b")
+    assert load_memmap(path, verify=True)["tag"] == "b"
+
+
+def test_not_in_place_update_of_a_locked_value_is_refused(tmp_path):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    with pytest.raises(RuntimeError, match="locked"):
+        td.get("tag").update(NonTensorData("v1"))
+    assert td["tag"] == "v0" and load_memmap(path)["tag"] == "v0"
+
+
+@pytest.mark.parametrize("bad, err, match", [
+    ({1, 2}, TypeError, "not JSON-serialisable"),
+    (object(), TypeError, "never pickles"),
+    ("bad \ud800 text", ValueError, "lone surrogate"),
+])
+def test_a_value_the_format_cannot_hold_changes_nothing(tmp_path, bad, err, match):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    raw = (path / "meta.json").read_bytes()
+    with pytest.raises(err, match=match) as info:
+        td.get("tag").update_(bad)
+    assert "'tag'" in str(info.value)  # names the entry
+    assert td["tag"] == "v0"  # memory unchanged
+    assert (path / "meta.json").read_bytes() == raw  # disk unchanged
+    assert sorted(p.name for p in path.iterdir()) == ["meta.json", "sub", "x.memmap"]
+
+
+def test_a_folder_replaced_by_another_save_is_never_edited(tmp_path):
+    path = tmp_path / "ds"
+    old = _saved(path, tag="old")
+    TensorDict({"tag": NonTensorData("theirs")}, []).memmap(path)  # another save takes the path
+    old.get("tag").update_("mine")
+    assert old["tag"] == "mine"  # in memory, as its mapped tensors keep working
+    assert load_memmap(path)["tag"] == "theirs"
+    assert verify(path).ok
+
+
+def test_a_deleted_folder_detaches_the_object(tmp_path):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    shutil.rmtree(path)
+    td.get("tag").update_("v1")
+    assert td["tag"] == "v1" and not path.exists()
+
+
+def test_an_entry_that_is_no_longer_a_value_is_an_error(tmp_path):
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    meta = _meta(path)
+    meta["entries"]["tag"] = {"kind": "collection", "dir": "sub"}
+    with open(path / "meta.json", "r+", encoding="utf-8") as f:  # same folder, edited by hand
+        f.truncate(0)
+        json.dump(meta, f)
+    with pytest.raises(FormatError, match="no longer a 'value' entry"):
+        td.get("tag").update_("v1")
+    assert td["tag"] == "v0"
+
+
+def test_updates_of_two_entries_by_two_processes_are_both_kept(tmp_path):
+    """Writers of one folder take turns (flock): no read-modify-write loses another's update."""
+    path = tmp_path / "ds"
+    _saved(path, a=0, b=0)
+    n = 40
+    pids = []
+    for key in ("a", "b"):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                torch.set_num_threads(1)
+                td = load_memmap(path)
+                for i in range(1, n + 1):
+                    td.get(key).update_(i)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        assert os.waitpid(pid, 0)[1] == 0
+    td = load_memmap(path, verify=True)
+    assert (td["a"], td["b"]) == (n, n)
+
+
+def _big(tag: str) -> dict:
+    return {"tag": tag, "body": tag * 200_000}  # ~200 KB of meta.json: writes take a while
+
+
+def test_sigkilled_updates_leave_the_old_or_the_new_value_and_a_folder_that_verifies(tmp_path):
+    path = tmp_path / "ds"
+    TensorDict({"x": torch.arange(3), "v": NonTensorData(_big("A"))}, []).memmap(path)
+    seen = set()
+    for round_ in range(3):
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child: update forever, A and B in turn
+            try:
+                torch.set_num_threads(1)
+                td = load_memmap(path)
+                tag = "B"
+                while True:
+                    td.get("v").update_(_big(tag))
+                    os.write(wfd, tag.encode())
+                    tag = "A" if tag == "B" else "B"
+            finally:
+                os._exit(1)
+        os.close(wfd)
+        try:
+            assert os.read(rfd, 1) in (b"A", b"B")  # at least one update done
+            for _ in range(20):  # a reader during the writes: always one whole value
+                v = load_memmap(path)["v"]
+                assert v in (_big("A"), _big("B"))
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(rfd)
+        v = load_memmap(path, verify=True)["v"]
+        assert v in (_big("A"), _big("B"))
+        seen.add(v["tag"])
+        assert verify(path).ok
+        assert {p.name for p in path.iterdir()} - {"meta.json", "x.memmap"} <= {
+            p.name for p in path.iterdir() if p.name.startswith(".meta.json.tmp-")}
+    # whatever a kill left, the next update cleans it, and a save over the folder is accepted
+    td = load_memmap(path)
+    td.get("v").update_("final")
+    assert sorted(p.name for p in path.iterdir()) == ["meta.json", "x.memmap"]
+    assert load_memmap(path, verify=True)["v"] == "final"
+
+
+def test_a_leftover_temp_file_is_ignored_accepted_and_cleaned(tmp_path):
+    """What a writer killed between writing the temporary file and the rename leaves."""
+    path = tmp_path / "ds"
+    td = _saved(path, tag="v0")
+    (path / ".meta.json.tmp-0123456789ab").write_bytes(b'{"torn": ')
+    assert load_memmap(path, verify=True)["tag"] == "v0"
+    assert verify(path).ok
+    td.get("tag").update_("v1")
+    assert not (path / ".meta.json.tmp-0123456789ab").exists()
+    (path / ".meta.json.tmp-0123456789ab").write_bytes(b"{")
+    TensorDict({"tag": NonTensorData("again")}, []).memmap(path)  # a save replaces the folder
+    assert load_memmap(path)["tag"] == "again"

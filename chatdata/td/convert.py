@@ -78,8 +78,11 @@ def _list_entry(value: list, batch_size: torch.Size):
 
 def check_batch(key, entry, batch_size: torch.Size) -> None:
     """Raise ``BatchSizeError`` naming ``key`` when ``entry`` does not start with ``batch_size``."""
-    shape = entry.shape if isinstance(entry, torch.Tensor) else entry.batch_size
     nb = len(batch_size)
+    if isinstance(entry, torch.Tensor) and entry.is_nested:  # dims past the regular ones have no size
+        shape = _nested_leading(entry, nb)
+    else:
+        shape = entry.shape if isinstance(entry, torch.Tensor) else entry.batch_size
     if len(shape) < nb or tuple(shape[:nb]) != tuple(batch_size):
         what = "Tensor" if isinstance(entry, torch.Tensor) else type(entry).__name__
         raise BatchSizeError(
@@ -87,3 +90,14 @@ def check_batch(key, entry, batch_size: torch.Size) -> None:
             f"with the batch size {tuple(batch_size)} (the {what} {key} has shape {torch.Size(shape)} which "
             f"is incompatible with the batch-size {torch.Size(batch_size)})"
         )
+
+
+def _nested_leading(t: torch.Tensor, n: int) -> tuple:
+    """The first ``n`` dims of a nested tensor (an irregular one shows as ``-1``)."""
+    out = []
+    for i in range(min(n, t.dim())):
+        try:
+            out.append(t.size(i))
+        except RuntimeError:
+            out.append(-1)
+    return tuple(out)

@@ -40,7 +40,9 @@ from .folder import Folder
 from .fsops import FormatError, atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
 from .integrity import LoadedRagged, check_offsets, check_version, parse_meta
 from .tempdirs import WriterTemp, remove_orphans
+from .nested_persist import load_nested, nested_meta, nested_parts
 from .writethrough import link_value
+from .json_values import _SurrogateAt, _check_key_text, _entry_value, _has_surrogate, _surrogate_message  # noqa: F401
 from .keys import key_to_filename
 from .memmap import MemoryMappedTensor, map_file
 from .nontensor import NonTensorData, NonTensorStack
@@ -80,6 +82,13 @@ class _Writer:
             self.jobs.append(lambda: _checksum.record(sums, path.name, _write_tensor(t, path)))
         return meta
 
+    def nested(self, t: torch.Tensor, folder: Path, name: str, sums: dict) -> dict:
+        flat, sizes, layout = nested_parts(t)  # components concatenated + their shapes
+        data_path, sizes_path = folder / f"{name}.memmap", folder / f"{name}.sizes.memmap"
+        self.tensor(flat, data_path, sums)
+        self.jobs.append(lambda: _checksum.record(sums, sizes_path.name, _write_tensor(sizes, sizes_path)))
+        return nested_meta(t, data_path.name, sizes_path.name, layout)
+
     def run(self) -> None:
         if self.num_threads and len(self.jobs) > 1:
             with ThreadPoolExecutor(self.num_threads) as ex:
@@ -111,20 +120,6 @@ def _write_tensor(t: torch.Tensor, path: Path) -> str | None:
         if t.numel():
             f.write(memoryview(t.contiguous().reshape(-1).view(torch.uint8).numpy()))
         return f.checksum()
-
-
-def _entry_value(value, where):
-    try:
-        json.dumps(value, ensure_ascii=False, allow_nan=True).encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError(f"cannot save {where}: {_surrogate_message(err)}") from None
-    except (TypeError, ValueError, RecursionError):
-        raise TypeError(
-            f"cannot save {where}: a {type(value).__name__} is not JSON-serialisable and chatdata "
-            "never pickles; convert it to str, numbers, lists or dicts (e.g. with str() or "
-            "dataclasses.asdict()) before saving"
-        ) from None
-    return value
 
 
 def _write_collection(obj, folder: Path, w: _Writer) -> dict:
@@ -166,6 +161,8 @@ def _dev(device):
 def _collection_or_leaf(value, folder: Path, name: str, w: _Writer, sums: dict, key=None) -> dict:
     where = f"entry {key if key is not None else name!r}"
     if isinstance(value, torch.Tensor):
+        if value.is_nested:
+            return w.nested(value, folder, name, sums)
         return w.tensor(value, folder / f"{name}.memmap", sums)
     if isinstance(value, NonTensorData):
         return {"kind": "value", "batch_size": list(value.batch_size), "value": _entry_value(value.data, where)}
@@ -242,35 +239,6 @@ def _write_ascii(joined: str, values: list, data_path: Path, off_path: Path, sum
         _checksum.record(sums, data_path.name, f.checksum())
     _checksum.record(sums, off_path.name, _write_tensor(offsets, off_path))
     return "str", len(raw)
-
-
-# -- lone surrogates: refused at save with the entry named (never a raw UnicodeEncodeError) --
-class _SurrogateAt(Exception):
-    def __init__(self, index: int, message: str):
-        super().__init__(message)
-        self.index, self.message = index, message
-
-
-def _surrogate_message(err: UnicodeEncodeError) -> str:
-    return (f"holds a lone surrogate ({err.object[err.start]!r}), which UTF-8 cannot store; fix "
-            "the text's encoding (e.g. decode with errors='replace')")
-
-
-def _has_surrogate(value) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return False
-
-
-def _check_key_text(key: str) -> None:
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError(f"cannot save the key {key!r}: it {_surrogate_message(err)}") from None
 
 
 def save(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: bool = True,
@@ -446,6 +414,8 @@ class _Reader:
             return self.tensor(folder, m, where)
         if kind == "strings":
             return self.strings(folder, m, where)
+        if kind == "nested":
+            return load_nested(folder, m, where, meta_device=self.meta_device, fake=self.fake)
         if kind == "value":
             nt = NonTensorData(m.get("value"), batch_size=_parse_shape(m.get("batch_size", []), where, "batch_size"))
             if key is not None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from . import checksum as _checksum
 from .fsops import FormatError
@@ -342,6 +343,30 @@ class _Verifier:
         del off
         return shape
 
+    def nested(self, folder: Path, m: dict, sums, where: str):
+        """Check a nested tensor's sizes and data files; returns ``[count]`` (or None)."""
+        from .nested_persist import _check_meta, check_sizes
+
+        try:
+            dtype, count, ndim, _layout, (data_name, sizes_name) = _check_meta(m, where)
+        except FormatError as err:
+            self.bad(folder / "meta.json", str(err))
+            return None
+        sizes_path = self._file(folder, sizes_name, count * ndim * 8, where)
+        if sizes_path is None:
+            return None
+        self._read(sizes_path, sums)
+        sizes = torch.from_numpy(np.fromfile(sizes_path, dtype="<i8").reshape(count, ndim))
+        try:
+            numel = check_sizes(sizes, sizes_path)
+        except FormatError as err:
+            self.bad(sizes_path, str(err))
+            return None
+        path = self._file(folder, data_name, numel * dtype.itemsize, where)
+        if path is not None:
+            self._read(path, sums)
+        return [count] if path is not None else None
+
     def entry(self, folder: Path, m, sums, where: str):
         """Check one entry; returns its leading size (rows) when known."""
         if not isinstance(m, dict):
@@ -352,6 +377,8 @@ class _Verifier:
             shape = self.tensor(folder, m, sums, where)
         elif kind == "strings":
             shape = self.strings(folder, m, sums, where)
+        elif kind == "nested":
+            shape = self.nested(folder, m, sums, where)
         elif kind == "value":
             shape = m.get("batch_size")
         elif kind == "collection":

@@ -95,7 +95,7 @@ def write_value(link: ValueLink, value) -> bool:
     format cannot hold, and :class:`FormatError` when the entry is no longer a ``value``
     entry of a chatdata folder (nothing written in either case).
     """
-    from .persist import _entry_value  # same checks and messages as a save
+    from .json_values import _entry_value  # same checks and messages as a save
 
     where = f"entry {link.key!r} of {link.folder}"
     _entry_value(value, where)

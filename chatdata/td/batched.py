@@ -70,7 +70,7 @@ def normalize_index(index, batch_ndim: int):
         raise IndexError("an index can only have a single ellipsis ('...')")
 
     def consumed(it):
-        if it is None or it is Ellipsis:
+        if it is None or it is Ellipsis or isinstance(it, bool):  # ``True``/``False`` add a dim, as None
             return 0
         if isinstance(it, torch.Tensor) and it.dtype == torch.bool:
             return max(it.ndim, 1)
@@ -191,6 +191,10 @@ class Batched:
     def view(self, *shape):
         """Same as :meth:`reshape` for the batch dims (a view where the leaves allow it)."""
         return self.reshape(*shape)
+
+    def contiguous(self, canonical: bool = False):
+        """Self: a non-tensor column is always in its usable form (TensorDict overrides this)."""
+        return self
 
     def permute(self, *dims):
         """Permute the batch dims. Example: ``td.permute(1, 0)``."""

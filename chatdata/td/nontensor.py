@@ -58,6 +58,7 @@ class NonTensorData(Batched):
     _is_memmap = False
     _is_locked = False
     _disk = None  # a writethrough.ValueLink once loaded from a folder
+    _view_of = None  # (stack, index) when this is ``stack[index]``: writes go back to the stack
 
     def __init__(self, data: Any, _metadata=None, _is_non_tensor=True, *, batch_size=(), device=None, names=None):
         if isinstance(data, NonTensorData):
@@ -77,6 +78,9 @@ class NonTensorData(Batched):
             from .writethrough import write_value
 
             write_value(self._disk, value)  # atomic; a refused value changes nothing
+        if self._view_of is not None:  # an element of a stack: the stack sees the write
+            stack, index = self._view_of
+            stack[index] = value
         self._data = value
 
     @property
@@ -148,10 +152,22 @@ class NonTensorData(Batched):
         return self._index(index)
 
     def __setitem__(self, index, value):
-        raise RuntimeError(
-            "NonTensorData holds one value for the whole batch; use maybe_to_stack() to get a "
-            "NonTensorStack whose elements can be set one by one"
-        )
+        """Only for an element of a stack (``stack[i][...] = v``): the value replaces this
+        element's, in the stack too. A NonTensorData on its own holds one value for the whole
+        batch and cannot be set in parts."""
+        if self._view_of is None:
+            raise RuntimeError(
+                "NonTensorData holds one value for the whole batch; use maybe_to_stack() to get a "
+                "NonTensorStack whose elements can be set one by one"
+            )
+        if dummy(self._batch_size)[index].numel() == 0:  # torch's rules (``[True]``, ``[None]``, masks)
+            return  # an empty selection (e.g. ``[False]``): nothing to write
+        if isinstance(value, NonTensorStack):
+            values = value._pool.take(value._ids())
+            if not values or any(v != values[0] for v in values[1:]):
+                raise ValueError(f"cannot write {len(values)} different values into one element of a stack")
+            value = values[0]
+        self.data = value.data if isinstance(value, NonTensorData) else value
 
     def get(self, key, default=...):
         """``get("data")`` returns the value (the only field)."""
@@ -307,12 +323,19 @@ class NonTensorStack(ColumnMethods, Batched):
                 n = len(self._rng)
                 if not -n <= it < n:
                     raise IndexError(f"index {it} is out of range for a stack of {n} values")
-                return NonTensorData(self._pool.get(self._rng[it]), batch_size=(), device=self._device)
+                return self._element(self._rng[it], it)
         # the index tensor is the batch: indexing it validates the index and gives the result
-        index = self._index_t[normalize_index(index, self._index_t.ndim)]
+        norm = normalize_index(index, self._index_t.ndim)
+        index = self._index_t[norm]
         if index.ndim == 0:
-            return NonTensorData(self._pool.get(int(index)), batch_size=(), device=self._device)
+            return self._element(int(index), norm)
         return NonTensorStack._from_parts(index, self._pool, self._device)
+
+    def _element(self, pool_id: int, where) -> NonTensorData:
+        """One element as a NonTensorData that writes back here (``s[0].data = v``)."""
+        out = NonTensorData(self._pool.get(pool_id), batch_size=(), device=self._device)
+        out._view_of = (self, where)
+        return out
 
     @classmethod
     def _from_parts(cls, index: torch.Tensor, pool: Pool, device=None) -> "NonTensorStack":

@@ -143,6 +143,21 @@ class ExtraMethods:
     def bool(self):
         return self.to(torch.bool)
 
+    def contiguous(self, canonical: bool = False):
+        """Self when every tensor is contiguous, else a copy whose tensors are (non-tensor
+        entries are kept). ``canonical`` is accepted for tensordict code: chatdata's stacks
+        are already dense columns.
+
+        Example:
+            >>> td = TensorDict({"a": torch.zeros(3, 2).t()}, [2])
+            >>> td.contiguous()["a"].is_contiguous(), td.contiguous() is td, TensorDict({"b": torch.ones(2)}, [2]).contiguous()["b"].is_contiguous()
+            (True, False, True)
+        """
+        leaves = self.values(include_nested=True, leaves_only=True)
+        if all(not isinstance(v, torch.Tensor) or v.is_contiguous() for v in leaves):
+            return self
+        return self.apply(lambda t: t.contiguous())
+
     def detach(self):
         """A TensorDict of detached tensors."""
         return self.apply(lambda t: t.detach())

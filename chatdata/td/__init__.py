@@ -38,7 +38,7 @@ from .memmap_api import TensorDictFuture, attach as _attach_memmap, load_memmap 
 from .fsops import FormatError  # noqa: E402
 from .functional import lazy_stack  # noqa: E402  (tensordict's name; same as stack)
 
-for _cls in (TensorDict, TensorClass, RaggedTensorDict):
+for _cls in (TensorDict, TensorClass, RaggedTensorDict, NonTensorStack):
     _attach_memmap(_cls)
 
 __all__ = [

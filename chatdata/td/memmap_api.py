@@ -50,6 +50,8 @@ def _mark(obj, prefix, durable: bool = False) -> None:
     st.lock_()
     st._is_memmap = True
     st._saved_path = str(prefix)
+    if getattr(st, "_disk", None) is not None:  # a stack memory-mapped on its own
+        st._disk.durable = durable
     _mark_non_tensor(st, durable)
 
 

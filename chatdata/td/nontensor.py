@@ -35,6 +35,11 @@ from .switches import capture_non_tensor_stack, list_to_stack, set_capture_non_t
 _DATA_FIELDS = _dc.fields(_dc.make_dataclass("NonTensorData", [("data", Any)]))
 
 
+_MEMMAP_PART = ("Cannot update a leaf NonTensorDataBase from a memmaped parent NonTensorStack: write into "
+                "the memory-mapped stack itself (stack[index] = value, stack.update_at_(value, index)), "
+                "which saves its folder again")
+
+
 def is_non_tensor(obj) -> bool:
     """``True`` for NonTensorData and NonTensorStack."""
     return isinstance(obj, (NonTensorData, NonTensorStack))
@@ -80,6 +85,8 @@ class NonTensorData(Batched):
             write_value(self._disk, value)  # atomic; a refused value changes nothing
         if self._view_of is not None:  # an element of a stack: the stack sees the write
             stack, index = self._view_of
+            if stack._is_memmap or stack._in_memmap:
+                raise RuntimeError(_MEMMAP_PART)
             stack[index] = value
         self._data = value
 
@@ -112,12 +119,20 @@ class NonTensorData(Batched):
         written through to its ``meta.json`` atomically (:mod:`chatdata.td.writethrough`)."""
         if self._is_locked and not inplace:
             raise RuntimeError("cannot update a locked NonTensorData (shared or memory-mapped); use inplace=True or update_()")
+        if isinstance(other, NonTensorStack):
+            raise ValueError("Cannot update a NonTensorDataBase object with a NonTensorStack: one value cannot "
+                             "take many; use maybe_to_stack().update(...) to get a stack of them")
         self.data = other.data if isinstance(other, NonTensorData) else other
         return self
 
     def update_(self, other, non_blocking: bool = False, **kwargs):
         """Take ``other``'s value in place."""
         return self.update(other, inplace=True)
+
+    def _is_memmaped_from_above(self) -> bool:
+        """Whether this value lives in a memory-mapped folder, itself or as an element of a
+        memory-mapped stack."""
+        return self._is_memmap or (self._view_of is not None and self._view_of[0]._is_memmap)
 
     def __call__(self, *args, **kwargs):
         """Call the stored value (a function kept as non-tensor data)."""
@@ -318,7 +333,7 @@ class NonTensorStack(ColumnMethods, Batched):
         if self._idx is None:  # 1-D range: ints and slices need no tensor at all
             it = index[0] if isinstance(index, tuple) and len(index) == 1 else index
             if isinstance(it, slice):
-                return NonTensorStack._from_parts(self._rng[it], self._pool, self._device)
+                return self._view(self._rng[it])
             if isinstance(it, int) and not isinstance(it, bool):
                 n = len(self._rng)
                 if not -n <= it < n:
@@ -329,7 +344,14 @@ class NonTensorStack(ColumnMethods, Batched):
         index = self._index_t[norm]
         if index.ndim == 0:
             return self._element(int(index), norm)
-        return NonTensorStack._from_parts(index, self._pool, self._device)
+        return self._view(index)
+
+    def _view(self, index) -> "NonTensorStack":
+        """A stack over part of this one's index (a view: shares it when it can)."""
+        out = NonTensorStack._from_parts(index, self._pool, self._device)
+        if self._is_memmap or self._in_memmap:
+            out._in_memmap = True  # its own updates are refused: write into the mapped stack
+        return out
 
     def _element(self, pool_id: int, where) -> NonTensorData:
         """One element as a NonTensorData that writes back here (``s[0].data = v``)."""
@@ -387,14 +409,59 @@ class NonTensorStack(ColumnMethods, Batched):
         index = fn(self._index_t)
         if index.ndim == 0:  # a single element: its value, as tensordict gives it
             return NonTensorData(self._pool.get(int(index)), batch_size=(), device=self._device)
-        return NonTensorStack._from_parts(index, self._pool, self._device)
+        return self._view(index)
 
     def __getitem__(self, index):
         if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(i, str) for i in index)):
             return self.get(index)
         return self._index(index)
 
+    # -- lock and memory-mapped state (a stack memory-mapped on its own: ``stack.memmap_(path)``) --
+    _is_memmap = False
+    _is_locked = False
+    _is_shared = False
+    _disk = None  # a writethrough.ValueLink when loaded from a folder of its own
+    _in_memmap = False  # a view of a memory-mapped stack
+
+    @property
+    def is_locked(self) -> bool:
+        return self._is_locked
+
+    def lock_(self):
+        self._is_locked = True
+        return self
+
+    def unlock_(self):
+        self._is_locked = False
+        return self
+
+    def is_memmap(self) -> bool:
+        return self._is_memmap
+
+    def is_shared(self) -> bool:
+        return self._is_shared
+
     def __setitem__(self, index, value):
+        if self._in_memmap:
+            raise RuntimeError(_MEMMAP_PART)
+        if not (self._is_memmap and self._disk is not None):
+            self._set(index, value)
+            return
+        # memory-mapped on its own: the folder is saved again, atomically, with the new values
+        from .writethrough import write_stack
+
+        before = (None if self._idx is None else self._idx.clone(), self._rng)
+        self._set(index, value)
+        try:
+            write_stack(self)
+        except BaseException:  # a value the format refuses: the stack keeps its old values
+            if before[0] is None:
+                self._idx, self._rng = None, before[1]
+            else:
+                self._idx.copy_(before[0])  # in place: views of this stack see the rollback
+            raise
+
+    def _set(self, index, value):
         idx = normalize_index(index, self._index_t.ndim)
         target_shape = self._index_t[idx].shape
         if isinstance(value, NonTensorStack):
@@ -446,8 +513,16 @@ class NonTensorStack(ColumnMethods, Batched):
         return res
 
     def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
-        """Take ``other``'s values (a stack of the same shape or one value for all)."""
+        """Take ``other``'s values (a stack of the same shape or one value for all); a locked
+        (memory-mapped) stack needs ``inplace=True`` and then saves its folder again."""
+        if self._is_locked and not inplace:
+            raise RuntimeError("cannot update a locked NonTensorStack (memory-mapped); use inplace=True or update_()")
         self[...] = other
+        return self
+
+    def update_at_(self, value, index):
+        """``self[index] = value``; returns self."""
+        self[index] = value
         return self
 
     def update_(self, other, non_blocking: bool = False, **kwargs):

@@ -147,6 +147,9 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
             _check_key_text(key)
             entries[key] = _collection_or_leaf(value, folder, key_to_filename(key), w, sums, key)
         meta["entries"] = entries
+    elif isinstance(obj, NonTensorStack):  # a stack saved on its own: one string column
+        meta.update({"_type": "stack", "batch_size": list(obj.batch_size), "device": _dev(obj.device)})
+        meta["values"] = _write_strings(obj, folder, "_values", "the stack", sums)
     else:
         raise TypeError(f"cannot save a {type(obj).__name__}")
     meta["checksums"] = sums
@@ -470,6 +473,14 @@ class _Reader:
             return td
         if typ == "ragged":
             return self._ragged(folder, meta, where)
+        if typ == "stack":
+            m = meta.get("values")
+            if not isinstance(m, dict) or m.get("kind") != "strings":
+                raise FormatError(f"{where}: a stack's 'values' must be a 'strings' entry")
+            stack = self.strings(folder, m, f"{where} values")
+            _check_batch_field(meta, list(stack.batch_size), where)
+            link_value(stack, folder, None)  # in-place updates re-save it (writethrough.py)
+            return stack
         if typ == "tensorclass":
             storage = self.collection(folder.sub(_safe_name(meta.get("storage", "_storage"), where)))
             _check_batch_field(meta, list(storage.batch_size), where)

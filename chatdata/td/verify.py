@@ -440,6 +440,12 @@ class _Verifier:
             elif rows is not None and isinstance(shape, list) and len(shape) == 1:
                 path = folder / off_m["file"]
                 self._check_offsets(path, self._offsets(path, shape[0]), rows, "rows in the values")
+        elif typ == "stack":
+            m = meta.get("values")
+            if not isinstance(m, dict) or m.get("kind") != "strings":
+                self.bad(meta_path, "a stack's 'values' must be a 'strings' entry")
+                return None
+            self.strings(folder, m, sums, "values")
         elif typ == "tensorclass":
             name = meta.get("storage", "_storage")
             if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):

@@ -44,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: updates of one folder are not serialised
     fcntl = None
 
-__all__ = ["ValueLink", "link_value", "write_value", "TEMP_PREFIX", "is_update_leftover"]
+__all__ = ["ValueLink", "link_value", "write_value", "write_stack", "TEMP_PREFIX", "is_update_leftover"]
 
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -65,9 +65,10 @@ class ValueLink:
         return f"ValueLink({str(self.folder)!r}, {self.key!r})"
 
 
-def link_value(obj, folder, key: str) -> None:
+def link_value(obj, folder, key) -> None:
     """Record on the ``NonTensorData`` ``obj`` that it is entry ``key`` of the opened
-    :class:`~chatdata.td.folder.Folder` ``folder`` (called by the reader)."""
+    :class:`~chatdata.td.folder.Folder` ``folder`` (called by the reader); ``key=None`` for a
+    ``NonTensorStack`` saved as a folder of its own."""
     st = folder.stat_opened
     obj._disk = ValueLink(folder.path, key, (st.st_dev, st.st_ino))
 
@@ -171,3 +172,43 @@ def _remove_leftovers(fd: int) -> None:
                 os.unlink(name, dir_fd=fd)
             except OSError:
                 pass
+
+
+def write_stack(stack) -> bool:
+    """Save a ``NonTensorStack`` memory-mapped on its own (``stack.memmap_(path)``) again to its
+    folder, after an in-place change: the whole column is rewritten and swapped in with the
+    atomic save protocol (``docs/format.md``, section 8), so readers see the old column or the
+    new one. Returns False, writing nothing, when the folder is gone or another save replaced
+    it. A value the format refuses raises before anything is swapped in.
+
+    Example:
+        >>> import tempfile
+        >>> from chatdata.td import NonTensorStack, load_memmap
+        >>> path = tempfile.mkdtemp() + "/s"
+        >>> s = NonTensorStack("a", "b").memmap_(path)
+        >>> s[1] = "z"
+        >>> load_memmap(path).tolist()
+        ['a', 'z']
+    """
+    from .persist import save_and_load
+
+    link = stack._disk
+    try:
+        fd = os.open(link.folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # rewrites of one folder take turns
+        st = os.fstat(fd)
+        try:
+            now = os.stat(link.folder)
+        except OSError:
+            return False
+        if st.st_nlink == 0 or (st.st_dev, st.st_ino) != link.ident or (now.st_dev, now.st_ino) != link.ident:
+            return False  # another save took the path: its folder is not ours to rewrite
+        _, loaded = save_and_load(stack, link.folder, durable=link.durable)
+        link.ident = loaded._disk.ident  # the folder this save put in place
+        return True
+    finally:
+        os.close(fd)

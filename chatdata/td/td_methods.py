@@ -143,6 +143,21 @@ class ExtraMethods:
     def bool(self):
         return self.to(torch.bool)
 
+    def to_lazystack(self, dim: int = 0):
+        """tensordict's lazy stack of ``self`` along ``dim``: chatdata's stacks are dense
+        columns already, so this is ``self`` (writes reach it, as they reach tensordict's
+        stack of views). ``dim`` must be a batch dim.
+
+        Example:
+            >>> td = TensorDict({"a": torch.zeros(2)}, [2])
+            >>> td.to_lazystack() is td
+            True
+        """
+        if not self.batch_size:
+            raise RuntimeError("to_lazystack needs a batch dim to stack along; this TensorDict has none")
+        self._norm_dim(dim)  # an IndexError for a dim outside the batch
+        return self
+
     def contiguous(self, canonical: bool = False):
         """Self when every tensor is contiguous, else a copy whose tensors are (non-tensor
         entries are kept). ``canonical`` is accepted for tensordict code: chatdata's stacks

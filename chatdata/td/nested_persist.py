@@ -31,11 +31,17 @@ import torch
 from .dtypes import dtype_name, parse_dtype
 from .fsops import FormatError
 
-__all__ = ["nested_parts", "nested_meta", "load_nested"]
+__all__ = ["nested_parts", "nested_meta", "load_nested", "check_sizes"]
 
 
 def nested_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """``(flat values, int64 sizes [count, ndim], layout name)`` of a nested tensor (CPU)."""
+    """``(flat values, int64 sizes [count, ndim], layout name)`` of a nested tensor (CPU).
+
+    Example:
+        >>> flat, sizes, layout = nested_parts(torch.nested.nested_tensor([torch.ones(2), torch.ones(3)]))
+        >>> flat.numel(), sizes.tolist(), layout
+        (5, [[2], [3]], 'strided')
+    """
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
@@ -52,7 +58,13 @@ def nested_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, str]:
 
 
 def nested_meta(t: torch.Tensor, data_name: str, sizes_name: str, layout: str) -> dict:
-    """The ``meta.json`` entry of a nested tensor saved as ``data_name`` + ``sizes_name``."""
+    """The ``meta.json`` entry of a nested tensor saved as ``data_name`` + ``sizes_name``.
+
+    Example:
+        >>> nt = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+        >>> nested_meta(nt, "a.memmap", "a.sizes.memmap", "strided")["count"]
+        2
+    """
     return {"kind": "nested", "layout": layout, "dtype": dtype_name(t.dtype), "count": t.size(0),
             "ndim": t.dim() - 1, "file": data_name, "sizes": sizes_name}
 
@@ -75,14 +87,21 @@ def _check_meta(m: dict, where) -> tuple:
 
 
 def check_sizes(sizes: torch.Tensor, where) -> int:
-    """Validate a sizes table; returns the number of elements it describes."""
+    """Validate a sizes table; returns the number of elements it describes.
+
+    Example:
+        >>> check_sizes(torch.tensor([[3, 4], [3, 5]]), "a.sizes.memmap")
+        27
+    """
     if bool((sizes < 0).any()):
         raise FormatError(f"{where}: component sizes must be non-negative")
     return int(sizes.prod(1).sum()) if sizes.numel() else 0
 
 
 def load_nested(folder, m: dict, where: str, *, meta_device: bool = False, fake: bool = False) -> torch.Tensor:
-    """The nested tensor of entry ``m`` in the opened folder (data mapped, not read)."""
+    """The nested tensor of entry ``m`` in the opened folder (data mapped, not read); a bad
+    entry or file is a :class:`FormatError` naming it. Called by the reader; see the module
+    example for the public round trip (``td.memmap(path)`` / ``load_memmap(path)``)."""
     from .memmap import MemoryMappedTensor, _as_nested
 
     dtype, count, ndim, layout, (data_name, sizes_name) = _check_meta(m, where)

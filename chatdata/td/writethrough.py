@@ -68,7 +68,16 @@ class ValueLink:
 def link_value(obj, folder, key) -> None:
     """Record on the ``NonTensorData`` ``obj`` that it is entry ``key`` of the opened
     :class:`~chatdata.td.folder.Folder` ``folder`` (called by the reader); ``key=None`` for a
-    ``NonTensorStack`` saved as a folder of its own."""
+    ``NonTensorStack`` saved as a folder of its own.
+
+    Example:
+        >>> import tempfile
+        >>> from chatdata.td import TensorDict, NonTensorData, load_memmap
+        >>> path = tempfile.mkdtemp() + "/ds"
+        >>> _ = TensorDict({"tag": NonTensorData("v1")}, []).memmap(path)
+        >>> load_memmap(path).get("tag")._disk.key
+        'tag'
+    """
     st = folder.stat_opened
     obj._disk = ValueLink(folder.path, key, (st.st_dev, st.st_ino))
 
@@ -95,6 +104,14 @@ def write_value(link: ValueLink, value) -> bool:
     (nothing written). Raises ``TypeError`` / ``ValueError`` naming the entry for a value the
     format cannot hold, and :class:`FormatError` when the entry is no longer a ``value``
     entry of a chatdata folder (nothing written in either case).
+
+    Example:
+        >>> import tempfile
+        >>> from chatdata.td import TensorDict, NonTensorData, load_memmap
+        >>> path = tempfile.mkdtemp() + "/ds"
+        >>> td = TensorDict({"tag": NonTensorData("v1")}, []).memmap(path)
+        >>> write_value(td.get("tag")._disk, {"v": 2}), load_memmap(path)["tag"]
+        (True, {'v': 2})
     """
     from .json_values import _entry_value  # same checks and messages as a save
 

@@ -66,3 +66,17 @@ def test_contiguous_keeps_stacks_and_copies_only_when_needed():
     assert c.contiguous() is c
     s = NonTensorStack("a", "b")
     assert s.contiguous() is s and s.contiguous(canonical=True) is s
+
+
+def test_to_lazystack_is_the_dense_tensordict_itself():
+    td = TensorDict({"a": TensorDict({"b": ["x"]}, [1])}, [1])
+    lazy = td.to_lazystack()
+    assert lazy is td
+    tdz = lazy.new_zeros((4,))
+    lazy["a", "b"] = "new"
+    tdz[torch.tensor([False, False, False, True])] = lazy
+    assert tdz["a", "b"][-1] == "new"
+    with pytest.raises(IndexError, match="dim 2 is out of range"):
+        td.to_lazystack(2)
+    with pytest.raises(RuntimeError, match="needs a batch dim"):
+        TensorDict({}, []).to_lazystack()

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from . import checksum as _checksum
-from .fsops import FormatError
+from .fsops import UPDATE_TEMP_PREFIX, FormatError
 from .persist import FORMAT_NAME, FORMAT_VERSION, _parse_shape, load, parse_dtype
 
 
@@ -410,6 +410,10 @@ class _Verifier:
             # a tensordict / torchrl folder: no checksums to check; the final load checks what it can
             self.report.unchecked.append(str(folder))
             return None
+        for name in sorted(os.listdir(folder)):  # what a killed in-place value update left
+            if name.startswith(UPDATE_TEMP_PREFIX):
+                self.report.leftovers.append(
+                    f"{folder / name} (temporary file of an interrupted in-place value update; safe to delete)")
         if not isinstance(meta.get("version"), int) or meta["version"] > FORMAT_VERSION:
             self.bad(meta_path, f"format version {meta.get('version')!r} is not one this chatdata reads "
                                 f"(up to {FORMAT_VERSION}); upgrade chatdata")
@@ -519,6 +523,6 @@ def verify(path, *, checksums: bool = True) -> VerifyReport:
                 load(path)
             except (FormatError, ValueError, OSError) as err:
                 report.problems.append(Problem(str(path), f"does not load: {err}"))
-    report.leftovers = find_leftovers(path)
+    report.leftovers[:0] = find_leftovers(path)
     report.seconds = time.perf_counter() - t0
     return report

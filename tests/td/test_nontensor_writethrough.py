@@ -218,7 +218,9 @@ def test_a_leftover_temp_file_is_ignored_accepted_and_cleaned(tmp_path):
     td = _saved(path, tag="v0")
     (path / ".meta.json.tmp-0123456789ab").write_bytes(b'{"torn": ')
     assert load_memmap(path, verify=True)["tag"] == "v0"
-    assert verify(path).ok
+    report = verify(path)
+    assert report.ok and len(report.leftovers) == 1
+    assert ".meta.json.tmp-0123456789ab (temporary file of an interrupted in-place value update" in report.leftovers[0]
     td.get("tag").update_("v1")
     assert not (path / ".meta.json.tmp-0123456789ab").exists()
     (path / ".meta.json.tmp-0123456789ab").write_bytes(b"{")

@@ -129,6 +129,12 @@ class NonTensorData(Batched):
         """Take ``other``'s value in place."""
         return self.update(other, inplace=True)
 
+    def __getstate__(self):
+        # a copy (pickle, deepcopy) is a value of its own: never drag the stack it came from along
+        state = self.__dict__.copy()
+        state.pop("_view_of", None)
+        return state
+
     def _is_memmaped_from_above(self) -> bool:
         """Whether this value lives in a memory-mapped folder, itself or as an element of a
         memory-mapped stack."""

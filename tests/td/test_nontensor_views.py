@@ -80,3 +80,16 @@ def test_to_lazystack_is_the_dense_tensordict_itself():
         td.to_lazystack(2)
     with pytest.raises(RuntimeError, match="needs a batch dim"):
         TensorDict({}, []).to_lazystack()
+
+
+def test_a_pickled_or_copied_element_is_a_value_of_its_own():
+    import copy
+    import pickle
+
+    s = NonTensorStack.from_list(["x" * 100] * 10_000)
+    e = s[5]
+    raw = pickle.dumps(e)
+    assert len(raw) < 1000  # the element, not the 1 MB column it came from
+    for c in (pickle.loads(raw), copy.deepcopy(e), copy.copy(e)):
+        c.data = "changed"
+        assert c.data == "changed" and s[5].data == "x" * 100

@@ -138,7 +138,8 @@ class NonTensorData(Batched):
     def _is_memmaped_from_above(self) -> bool:
         """Whether this value lives in a memory-mapped folder, itself or as an element of a
         memory-mapped stack."""
-        return self._is_memmap or (self._view_of is not None and self._view_of[0]._is_memmap)
+        parent = None if self._view_of is None else self._view_of[0]
+        return self._is_memmap or (parent is not None and (parent._is_memmap or parent._in_memmap))
 
     def __call__(self, *args, **kwargs):
         """Call the stored value (a function kept as non-tensor data)."""

@@ -10,7 +10,7 @@ In a memory-mapped TensorDict, an in-place write into a tensor reaches its file.
 2. the folder is opened and ``flock``-ed (writers of one folder take turns, so two updates of
    two entries never lose one another); if the path now names another folder than the one
    loaded (a later save replaced it) or none, nothing is written: the object is detached from
-   the folder, as its memory-mapped tensors are;
+   the folder, as its memory-mapped tensors are, and a :class:`DetachedWriteWarning` says so;
 3. ``meta.json`` is read again under the lock, only the entry's ``value`` changes (the
    ``checksums`` of the data files and every other field stay as they are), the result is
    written to ``.meta.json.tmp-<12 hex>`` in the same folder, fsynced when the collection was
@@ -44,7 +44,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: updates of one folder are not serialised
     fcntl = None
 
-__all__ = ["ValueLink", "link_value", "write_value", "write_stack", "TEMP_PREFIX", "is_update_leftover"]
+__all__ = ["ValueLink", "link_value", "write_value", "write_stack", "TEMP_PREFIX", "is_update_leftover",
+           "DetachedWriteWarning"]
 
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -120,13 +121,13 @@ def write_value(link: ValueLink, value) -> bool:
     try:
         fd = os.open(link.folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
-        return False  # the folder was deleted: the object is detached from it
+        return _detached(link)  # the folder was deleted: the object is detached from it
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)  # released by close (or by the kernel if we die)
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != link.ident or st.st_nlink == 0:
-            return False  # another save took the path: its folder is not ours to edit
+            return _detached(link)  # another save took the path: its folder is not ours to edit
         meta_path = link.folder / "meta.json"
         meta = _read_meta(fd, meta_path)
         entries = meta.get("entries") if meta.get("format") == "chatdata" else None
@@ -159,6 +160,23 @@ def write_value(link: ValueLink, value) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+class DetachedWriteWarning(UserWarning):
+    """An in-place update stayed in memory: the folder it was loaded from is gone or was
+    replaced by another save."""
+
+
+def _detached(link: ValueLink) -> bool:
+    import warnings
+
+    what = "the stack" if link.key is None else f"entry {link.key!r}"
+    warnings.warn(
+        f"{link.folder} no longer holds the save {what} was loaded from (another save replaced the "
+        "folder, or it was deleted): the update stays in memory only. Reload with load_memmap() or "
+        "memmap_refresh_() and update again, or save it with memmap(path)",
+        DetachedWriteWarning, stacklevel=4)
+    return False
 
 
 def _read_meta(fd: int, where: Path) -> dict:
@@ -213,7 +231,7 @@ def write_stack(stack) -> bool:
     try:
         fd = os.open(link.folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
-        return False
+        return _detached(link)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)  # rewrites of one folder take turns
@@ -221,9 +239,9 @@ def write_stack(stack) -> bool:
         try:
             now = os.stat(link.folder)
         except OSError:
-            return False
+            return _detached(link)
         if st.st_nlink == 0 or (st.st_dev, st.st_ino) != link.ident or (now.st_dev, now.st_ino) != link.ident:
-            return False  # another save took the path: its folder is not ours to rewrite
+            return _detached(link)  # another save took the path: its folder is not ours to rewrite
         _, loaded = save_and_load(stack, link.folder, durable=link.durable)
         link.ident = loaded._disk.ident  # the folder this save put in place
         return True

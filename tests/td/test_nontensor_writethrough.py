@@ -14,6 +14,7 @@ import torch
 from chatdata.td import NonTensorData, TensorDict, load_memmap
 from chatdata.td.fsops import FormatError
 from chatdata.td.verify import verify
+from chatdata.td.writethrough import DetachedWriteWarning
 
 
 def _saved(path, **values):
@@ -117,7 +118,8 @@ def test_a_folder_replaced_by_another_save_is_never_edited(tmp_path):
     path = tmp_path / "ds"
     old = _saved(path, tag="old")
     TensorDict({"tag": NonTensorData("theirs")}, []).memmap(path)  # another save takes the path
-    old.get("tag").update_("mine")
+    with pytest.warns(DetachedWriteWarning, match="update stays in memory only"):
+        old.get("tag").update_("mine")
     assert old["tag"] == "mine"  # in memory, as its mapped tensors keep working
     assert load_memmap(path)["tag"] == "theirs"
     assert verify(path).ok
@@ -127,7 +129,8 @@ def test_a_deleted_folder_detaches_the_object(tmp_path):
     path = tmp_path / "ds"
     td = _saved(path, tag="v0")
     shutil.rmtree(path)
-    td.get("tag").update_("v1")
+    with pytest.warns(DetachedWriteWarning, match=str(path)):
+        td.get("tag").update_("v1")
     assert td["tag"] == "v1" and not path.exists()
 
 

@@ -229,3 +229,15 @@ def test_a_leftover_temp_file_is_ignored_accepted_and_cleaned(tmp_path):
     (path / ".meta.json.tmp-0123456789ab").write_bytes(b"{")
     TensorDict({"tag": NonTensorData("again")}, []).memmap(path)  # a save replaces the folder
     assert load_memmap(path)["tag"] == "again"
+
+
+@pytest.mark.parametrize("key", ["..", "a/../../x", "", "meta.json", "_type", "😀"])
+def test_keys_that_look_like_paths_update_their_own_entry_only(tmp_path, key):
+    path = tmp_path / "ds"
+    td = TensorDict({key: NonTensorData("v0"), "sub": TensorDict({key: NonTensorData("s0")}, [])}, []).memmap(path)
+    td.get(key).update_("v1")
+    td.get(("sub", key)).update_("s1")
+    back = load_memmap(path, verify=True)
+    assert back[key] == "v1" and back["sub", key] == "s1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # nothing written beside the folder
+    assert {p.name for p in path.iterdir()} == {"meta.json", "sub"}

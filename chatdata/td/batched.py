@@ -193,8 +193,8 @@ class Batched:
         return self.reshape(*shape)
 
     def contiguous(self, canonical: bool = False):
-        """Self: a non-tensor column is always in its usable form (TensorDict overrides this)."""
-        return self
+        """A copy whose tensors are contiguous (non-tensor columns are kept as they are)."""
+        return self.apply(lambda t: t.contiguous()) if hasattr(self, "apply") else self
 
     def permute(self, *dims):
         """Permute the batch dims. Example: ``td.permute(1, 0)``."""

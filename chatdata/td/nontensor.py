@@ -135,6 +135,10 @@ class NonTensorData(Batched):
         state.pop("_view_of", None)
         return state
 
+    def contiguous(self, canonical: bool = False):
+        """Self: one value needs no layout."""
+        return self
+
     def _is_memmaped_from_above(self) -> bool:
         """Whether this value lives in a memory-mapped folder, itself or as an element of a
         memory-mapped stack."""

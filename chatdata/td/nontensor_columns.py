@@ -21,6 +21,17 @@ __all__ = ["ColumnMethods"]
 class ColumnMethods:
     """Mixin of NonTensorStack (see the module docstring)."""
 
+    def contiguous(self, canonical: bool = False):
+        """Self: a column is always in its usable form (``canonical`` is accepted for
+        tensordict code).
+
+        Example:
+            >>> from chatdata.td import NonTensorStack
+            >>> s = NonTensorStack("a", "b"); s.contiguous() is s
+            True
+        """
+        return self
+
     def value_nbytes(self) -> torch.Tensor:
         """Size in bytes of every value's text, with the stack's shape: a string's UTF-8 bytes,
         0 for None, and the JSON text of any other value. Read from the offsets without decoding

@@ -93,3 +93,18 @@ def test_a_pickled_or_copied_element_is_a_value_of_its_own():
     for c in (pickle.loads(raw), copy.deepcopy(e), copy.copy(e)):
         c.data = "changed"
         assert c.data == "changed" and s[5].data == "x" * 100
+
+
+def test_contiguous_of_a_tensorclass_makes_its_tensors_contiguous():
+    from chatdata.td import tensorclass
+
+    @tensorclass
+    class Pair:
+        a: torch.Tensor
+        label: str
+
+    p = Pair(a=torch.zeros(3, 2).t(), label="x", batch_size=[2])
+    c = p.contiguous()
+    assert type(c) is type(p) and c.a.is_contiguous() and c.label == "x"
+    d = NonTensorData(1)
+    assert d.contiguous() is d

@@ -506,23 +506,6 @@ class NonTensorStack(ColumnMethods, Batched):
     def maybe_to_stack(self):
         return self
 
-    def where(self, condition, other, *, out=None, pad=None):
-        """Each element from self where ``condition`` holds, else from ``other`` (a stack of
-        the same shape, a NonTensorData or a plain value)."""
-        bs = self.batch_size
-        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
-        mine = self._pool.take(self._ids())
-        if isinstance(other, NonTensorStack):
-            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
-        else:
-            theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
-        res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],
-                                       batch_size=bs, device=self._device)
-        if out is not None:
-            out[...] = res
-            return out
-        return res
-
     def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
         """Take ``other``'s values (a stack of the same shape or one value for all); a locked
         (memory-mapped) stack needs ``inplace=True`` and then saves its folder again."""

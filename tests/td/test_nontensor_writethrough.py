@@ -241,3 +241,19 @@ def test_keys_that_look_like_paths_update_their_own_entry_only(tmp_path, key):
     assert back[key] == "v1" and back["sub", key] == "s1"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # nothing written beside the folder
     assert {p.name for p in path.iterdir()} == {"meta.json", "sub"}
+
+
+def test_chatdata_verify_lists_an_interrupted_update_without_failing(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = tmp_path / "ds"
+    _saved(path, tag="v0")
+    (path / "sub" / ".meta.json.tmp-0123456789ab").write_bytes(b"{")
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    res = subprocess.run([sys.executable, "-m", "chatdata", "verify", str(path)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"leftover: {path / 'sub' / '.meta.json.tmp-0123456789ab'} (temporary file of an interrupted" in res.stdout

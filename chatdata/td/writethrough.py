@@ -128,38 +128,48 @@ def write_value(link: ValueLink, value) -> bool:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != link.ident or st.st_nlink == 0:
             return _detached(link)  # another save took the path: its folder is not ours to edit
-        meta_path = link.folder / "meta.json"
-        meta = _read_meta(fd, meta_path)
-        entries = meta.get("entries") if meta.get("format") == "chatdata" else None
-        entry = entries.get(link.key) if isinstance(entries, dict) else None
-        if not isinstance(entry, dict) or entry.get("kind") != "value":
-            raise FormatError(f"{meta_path}: {where} is no longer a 'value' entry; cannot write the update through")
-        entry["value"] = value
-        raw = _dumps(meta)
-        _remove_leftovers(fd)  # files of killed updates (we hold the lock: no live writer has one)
-        tmp = f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}"
-        tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644, dir_fd=fd)
         try:
-            try:
-                view = memoryview(raw)
-                while view:
-                    view = view[os.write(tfd, view):]
-                if link.durable:
-                    os.fsync(tfd)
-            finally:
-                os.close(tfd)
-            os.replace(tmp, "meta.json", src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=fd)
-            except OSError:
-                pass
+            return _replace_value(fd, link, value, where)
+        except (FileNotFoundError, FormatError):
+            if os.fstat(fd).st_nlink == 0:  # a concurrent save swapped the folder out and deleted it
+                return _detached(link)
             raise
-        if link.durable:
-            os.fsync(fd)  # the rename itself
-        return True
     finally:
         os.close(fd)
+
+
+def _replace_value(fd: int, link: ValueLink, value, where: str) -> bool:
+    """Under the folder lock: ``meta.json`` with the entry's new value, via a temporary file."""
+    meta_path = link.folder / "meta.json"
+    meta = _read_meta(fd, meta_path)
+    entries = meta.get("entries") if meta.get("format") == "chatdata" else None
+    entry = entries.get(link.key) if isinstance(entries, dict) else None
+    if not isinstance(entry, dict) or entry.get("kind") != "value":
+        raise FormatError(f"{meta_path}: {where} is no longer a 'value' entry; cannot write the update through")
+    entry["value"] = value
+    raw = _dumps(meta)
+    _remove_leftovers(fd)  # files of killed updates (we hold the lock: no live writer has one)
+    tmp = f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}"
+    tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644, dir_fd=fd)
+    try:
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(tfd, view):]
+            if link.durable:
+                os.fsync(tfd)
+        finally:
+            os.close(tfd)
+        os.replace(tmp, "meta.json", src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    if link.durable:
+        os.fsync(fd)  # the rename itself
+    return True
 
 
 class DetachedWriteWarning(UserWarning):

@@ -45,8 +45,11 @@ class CollectionOps:
                     r = v
             elif isinstance(v, _td()):
                 r = v.apply(fn, *other_vals, batch_size=None if batch_size is None else torch.Size(batch_size) + v.batch_size[len(self._batch_size):], inplace=inplace)
-            elif is_collection(v) and hasattr(v, "apply"):
-                r = v.apply(fn, *other_vals, inplace=inplace)
+            elif is_collection(v) and hasattr(v, "apply"):  # a tensorclass, a ragged stack
+                nested_bs = {} if batch_size is None else {"batch_size": torch.Size(batch_size) + v.batch_size[len(self._batch_size):]}
+                r = v.apply(fn, *other_vals, inplace=inplace, **nested_bs)
+            elif isinstance(v, NonTensorData) and batch_size is not None:  # one value: any batch size
+                r = NonTensorData(v.data, batch_size=torch.Size(batch_size) + v.batch_size[len(self._batch_size):], device=v.device)
             else:
                 r = v
             if r is not None:
@@ -121,7 +124,7 @@ class CollectionOps:
             d = self._norm_dim(dim)
             bs = self._batch_size[:d] + self._batch_size[d + 1 :]
             return self.apply(lambda t: t.all(d), batch_size=bs)
-        return all(bool(v.all()) for v in self.values(True, True))
+        return all(bool(v.all()) for v in self.values(True, True) if isinstance(v, torch.Tensor))
 
     def any(self, dim: int | None = None):
         """True when any boolean leaf holds a True value."""

@@ -283,7 +283,11 @@ class ExtraMethods:
             idx = index.reshape(index.shape + (1,) * (t.ndim - nb)).expand(*index.shape, *t.shape[nb:])
             return torch.gather(t, d, idx)
 
-        return self.apply(fn, batch_size=index.shape)
+        res = self.apply(fn, batch_size=index.shape)
+        if out is not None:
+            out.update_(res)
+            return out
+        return res
 
 
 def _logical(op):

@@ -275,10 +275,11 @@ class TensorClass(Batched):
         if attr is None or not callable(attr):
             if attr is None:
                 raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-            return attr
+            return self._wrap_result(attr)  # td.grad / td.data: collections come back as this class
 
         def method(*args, **kwargs):
             args = [a._storage if isinstance(a, TensorClass) else a for a in args]
+            kwargs = {k: v._storage if isinstance(v, TensorClass) else v for k, v in kwargs.items()}
             return self._wrap_result(attr(*args, **kwargs))
 
         return method
@@ -424,7 +425,7 @@ class TensorClass(Batched):
         return self._compare(other, lambda a, b: a != b)
 
     def all(self, dim=None):
-        return self._storage.all(dim)
+        return self._wrap_result(self._storage.all(dim))
 
     def _binop(self, name, other):
         other = other._storage if isinstance(other, TensorClass) else other
@@ -451,7 +452,7 @@ class TensorClass(Batched):
     __invert__ = lambda self: self._wrap_result(~self._storage)  # noqa: E731
 
     def any(self, dim=None):
-        return self._storage.any(dim)
+        return self._wrap_result(self._storage.any(dim))
 
     def zero_(self):
         self._storage.zero_()

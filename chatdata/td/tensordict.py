@@ -22,6 +22,7 @@ from .nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods
 from .module_params import ModuleParams
+from .autograd_methods import AutogradMethods
 
 __all__ = ["TensorDict", "LockedError"]
 
@@ -83,7 +84,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
+class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:

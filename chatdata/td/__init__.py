@@ -43,6 +43,10 @@ from .tensorclass_torch import install as _install_torch_functions  # noqa: E402
 
 _install_torch_functions()
 
+from .tensorclass_methods import install as _install_tensorclass_methods  # noqa: E402
+
+_install_tensorclass_methods()
+
 for _cls in (TensorDict, TensorClass, RaggedTensorDict):
     _attach_memmap(_cls)
 

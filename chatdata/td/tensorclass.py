@@ -101,21 +101,23 @@ def _setup_fields(cls) -> None:
             continue
         ann = base.__dict__.get("__annotations__", {})
         for n, t in ann.items():
-            if n.startswith("_") or typing.get_origin(t) is typing.ClassVar or (isinstance(t, str) and t.startswith("ClassVar")):
+            if n.startswith("__") or (n.startswith("_") and hasattr(TensorClass, n)) or typing.get_origin(t) is typing.ClassVar or (
+                    isinstance(t, str) and t.startswith(("ClassVar", "typing.ClassVar"))):
                 continue
             if n not in annotations:
                 names.append(n)
             annotations[n] = t
             if n in base.__dict__ and not isinstance(base.__dict__[n], property):
                 defaults[n] = base.__dict__[n]
-    reserved = {"batch_size", "device", "names", "shape"}
+    reserved = {"batch_size", "device", "names", "shape"} | (set(dir(TensorDict)) - {"data", "_is_non_tensor"})
     bad = reserved.intersection(names)
     if bad and not cls.__dict__.get("_shadow", getattr(cls, "_shadow", False)):
         raise AttributeError(
-            f"tensorclass {cls.__name__} cannot have fields named {sorted(bad)}: they shadow TensorClass "
-            "attributes; declare it with @tensorclass(shadow=True) to allow that"
+            f"Attribute name {sorted(bad)[0]} can't be used with @tensorclass or TensorClass: fields "
+            f"{sorted(bad)} shadow TensorDict attributes; declare it with @tensorclass(shadow=True) to allow that"
         )
     cls._field_names = tuple(names)
+    cls.__expected_keys__ = set(names)
     cls._field_types = annotations
     cls._field_defaults = defaults
     for n in names:
@@ -174,7 +176,8 @@ class TensorClass(Batched):
 
     def __init__(self, *args, batch_size=None, device=None, names=None, **kwargs):
         if len(args) > len(self._field_names):
-            raise TypeError(f"{type(self).__name__} takes at most {len(self._field_names)} positional fields")
+            raise TypeError(f"{type(self).__name__}.__init__() takes {len(self._field_names) + 1} positional arguments "
+                            f"but {len(args) + 1} were given (its fields are {list(self._field_names)})")
         for n, v in zip(self._field_names, args):
             if n in kwargs:
                 raise TypeError(f"{type(self).__name__} got field {n!r} twice")
@@ -190,6 +193,12 @@ class TensorClass(Batched):
         if "device" in self._field_names:
             device = None
         object.__setattr__(self, "_storage", TensorDict(batch_size=batch_size, device=device))
+        missing = [n for n in self._field_names if n not in kwargs and n not in self._field_defaults]
+        if missing:
+            quoted = [repr(m) for m in missing]
+            listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f"{',' if len(quoted) > 2 else ''} and {quoted[-1]}"
+            raise TypeError(f"{type(self).__name__}.__init__() missing {len(missing)} required positional "
+                            f"argument{'s' if len(missing) > 1 else ''}: {listed}")
         for n in self._field_names:
             if n in kwargs:
                 value = kwargs[n]
@@ -237,9 +246,15 @@ class TensorClass(Batched):
 
     # -- attributes -----------------------------------------------------------------------
     def __setattr__(self, name, value):
-        if name in self._field_names or name.startswith("_"):
-            object.__setattr__(self, name, value) if name.startswith("_") else self.set(name, value)
+        if name in self._field_names:
+            self.set(name, value)
             return
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        if name == "device":
+            raise RuntimeError("device cannot be set using tensorclass.device = device; use tc = tc.to(device) "
+                               "or tc.clear_device()")
         if name in ("batch_size",):
             self._storage.batch_size = value
             return
@@ -302,7 +317,12 @@ class TensorClass(Batched):
 
     @classmethod
     def _from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):
-        return cls.from_tensordict(tensordict, non_tensordict, safe=safe)
+        """Like :meth:`from_tensordict`, then ``__post_init__`` (validation) when the class has one."""
+        obj = cls.from_tensordict(tensordict, non_tensordict, safe=safe)
+        post = getattr(obj, "__post_init__", None)
+        if post is not None:
+            post()
+        return obj
 
     @property
     def batch_size(self) -> torch.Size:
@@ -318,10 +338,17 @@ class TensorClass(Batched):
 
     def get(self, key, default=...):
         """A field's value (nested keys go into nested collections); ``default`` (None when
-        not given) for a missing one."""
+        not given) for a missing one. ``get("batch_size")`` / ``"device"`` / ``"names"`` / ``"shape"``
+        give those attributes when no field has that name."""
+        from .keys import GENERIC_NESTED_ERR, is_valid_key
+
+        if not is_valid_key(key):
+            raise KeyError(GENERIC_NESTED_ERR.format(key))
         try:
             return _unwrap(self._storage._get_raw(key))
         except KeyError:
+            if key in ("batch_size", "device", "names", "shape") and key not in self._field_names:
+                return getattr(self, key)
             return None if default is ... else default
 
     def _get_raw(self, key):
@@ -378,7 +405,14 @@ class TensorClass(Batched):
         if isinstance(index, str):
             self.set(index, value)
             return
-        self._storage[index] = value._storage if isinstance(value, TensorClass) else value
+        if isinstance(value, TensorClass):
+            if set(value._field_names) != set(self._field_names):
+                raise ValueError(
+                    f"__setitem__ is only allowed for same-class or compatible class (i.e. same members) assignment: "
+                    f"{type(value).__name__} has fields {sorted(value._field_names)}, {type(self).__name__} has "
+                    f"{sorted(self._field_names)}")
+            value = value._storage
+        self._storage[index] = value
 
     def __len__(self):
         return len(self._storage)
@@ -399,7 +433,8 @@ class TensorClass(Batched):
         return self._from_storage(self._storage.clone(recurse))
 
     def to(self, *args, **kwargs):
-        return self._from_storage(self._storage.to(*args, **kwargs))
+        out = self._storage.to(*args, **kwargs)
+        return self if out is self._storage else self._from_storage(out)
 
     def cpu(self):
         return self.to("cpu")
@@ -546,7 +581,10 @@ class TensorClass(Batched):
         storage = self._storage
         entries = storage._tensordict if isinstance(storage, TensorDict) else {k: storage._get_raw(k) for k in storage.keys()}
         lines = [f"{k}={leaf_repr(v)}" for k, v in sorted(entries.items())]
-        lines += [f"batch_size={self.batch_size}", f"device={self.device}", f"is_shared={self.is_shared()}"]
+        fields = set(self._field_names)  # a shadow class may have fields named batch_size / device
+        lines.append(f"shape={storage.batch_size}" if "batch_size" in fields else f"batch_size={storage.batch_size}")
+        lines += [] if "device" in fields else [f"device={storage.device}"]
+        lines.append(f"is_shared={storage.is_shared()}")
         body = ",\n".join(lines)
         return f"{type(self).__name__}(\n{indent(body)})"
 

@@ -103,12 +103,17 @@ def _first_tensorclass(obj):
     return None
 
 
-def _wrap(out, cls):
-    from .tensordict import TensorDict
+def _is_storage(obj) -> bool:
+    """A TensorDict or ragged stack that can hold a tensorclass's fields."""
+    from .convert import is_collection
 
-    if isinstance(out, TensorDict) and set(out.keys()) <= set(cls._field_names):
+    return is_collection(obj) and not isinstance(obj, TensorClass) and hasattr(obj, "keys")
+
+
+def _wrap(out, cls):
+    if _is_storage(out) and set(out.keys()) <= set(cls._field_names):
         return cls._from_storage(out)
-    if isinstance(out, (tuple, list)) and out and all(isinstance(o, TensorDict) for o in out):
+    if isinstance(out, (tuple, list)) and out and all(_is_storage(o) for o in out):
         return type(out)(_wrap(o, cls) for o in out)
     return out
 
@@ -124,6 +129,7 @@ def tensorclass_torch_function(cls, func, types, args=(), kwargs=None):
         if len({type(i) for i in items}) > 1:
             raise TypeError(f"{func.__name__}: no implementation found for tensorclasses of different classes "
                             f"{classes}; convert them to one class first")
+        return _shape_dispatch(func, types, args, kwargs)  # keeps the class (and ragged stacks)
     first = _first_tensorclass(list(args) + list(kwargs.values()))
     if first is None:
         return NotImplemented

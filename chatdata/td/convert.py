@@ -50,6 +50,8 @@ def to_entry(value, batch_size: torch.Size, device, key):
         out = value
         if isinstance(value, NonTensorData) and not value.batch_size and batch_size:
             out = NonTensorData(value.data, batch_size=batch_size, device=value.device)
+        elif tuple(value.batch_size[:len(batch_size)]) != tuple(batch_size):
+            out = _rebatched(value, batch_size, key)
     elif isinstance(value, dict):
         out = TensorDict(value, batch_size=batch_size, device=device)
     elif isinstance(value, numbers.Number):
@@ -68,6 +70,24 @@ def to_entry(value, batch_size: torch.Size, device, key):
     if device is not None and getattr(out, "device", None) != device:
         out = out.to(device)
     return out
+
+
+def _rebatched(value, batch_size: torch.Size, key):
+    """A TensorDict (or tensorclass) whose leaves all start with ``batch_size`` but whose own batch
+    size is shorter (``td["sub"] = TensorDict()`` in a batched parent): a shallow copy with the
+    parent's batch size. Anything else is returned as it is (the caller's check reports it)."""
+    from .tensordict import TensorDict
+
+    storage = getattr(value, "_storage", value)
+    if not isinstance(storage, TensorDict) or len(value.batch_size) >= len(batch_size):
+        return value
+    copy = storage._shallow_copy()
+    try:
+        copy.batch_size = batch_size
+    except BatchSizeError as err:
+        raise BatchSizeError(f"cannot set {key!r} with batch size {tuple(value.batch_size)} in a collection of "
+                             f"batch size {tuple(batch_size)}: {err}") from None
+    return value._from_storage(copy) if storage is not value else copy
 
 
 def _list_entry(value: list, batch_size: torch.Size):

@@ -73,6 +73,12 @@ class ExtraMethods:
         """A plain TensorDict copy (its tensors cloned)."""
         return self.clone()
 
+    def _get_str(self, key, default=...):
+        """The raw entry at a one-level key (tensordict's internal accessor; ``default`` when missing)."""
+        if default is ...:
+            return self._get_raw(key)
+        return self._tensordict.get(key, default) if isinstance(key, str) else self.get(key, default)
+
     def get_at(self, key, index, default=...):
         """The entry at ``key`` indexed by ``index``."""
         try:

@@ -358,7 +358,8 @@ class TensorClass(Batched):
         """Set a field (``inplace=True`` writes into the existing entry); returns self."""
         name = key[0] if isinstance(key, tuple) else key
         if name not in self._field_names:
-            raise AttributeError(f"{type(self).__name__} has no field {name!r}; its fields are {list(self._field_names)}")
+            raise AttributeError(f"Cannot set the attribute {name!r}: {type(self).__name__} has no such field; its "
+                                 f"fields are {list(self._field_names)}")
         if isinstance(key, tuple) and len(key) > 1:
             self._storage.set(key, value, inplace=inplace)
             return self

@@ -313,6 +313,7 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size[:0])
         if isinstance(value, (TensorDict,)) or is_collection(value):
+            _check_indexed_batch(indexed_batch_size(self._batch_size, idx), value.batch_size, index)
             for key in value.keys():
                 src = value._get_raw(key) if hasattr(value, "_get_raw") else value.get(key)
                 if key not in self._tensordict:  # a new key: allocate it, then write the part
@@ -565,17 +566,39 @@ def _allocate_like(src, batch_size, src_batch_dims: int, device):
     raise TypeError(f"cannot allocate a new entry like a {type(src).__name__}")
 
 
+def _check_indexed_batch(target: torch.Size, source: torch.Size, index) -> None:
+    """``td[index] = other``: ``other``'s batch size must broadcast to the indexed part's."""
+    try:
+        ok = torch.broadcast_shapes(tuple(source), tuple(target)) == tuple(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise BatchSizeError(
+            f"indexed destination TensorDict batch size is {tuple(target)} (index {index!r}), which the source "
+            f"batch size {tuple(source)} does not broadcast to; index the source the same way or reshape it"
+        )
+
+
 def _write_into(dest, value, key) -> None:
     """Copy ``value`` into the existing entry ``dest`` in place."""
     if isinstance(dest, torch.Tensor):
         if isinstance(value, NonTensorData):
             value = value.data
-        dest.copy_(value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=dest.dtype))
+        if not isinstance(value, torch.Tensor):
+            try:
+                value = torch.as_tensor(value, dtype=dest.dtype)
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise RuntimeError(f"Cannot update an existing tensor entry {key!r} in place with a "
+                                   f"{type(value).__name__} ({err}); set it without inplace=True to replace it") from None
+        dest.copy_(value)
     elif isinstance(dest, TensorDict):
         dest.update_(value)
     elif isinstance(dest, NonTensorStack):
         dest[...] = value
     elif isinstance(dest, NonTensorData):
+        if isinstance(value, torch.Tensor):
+            raise ValueError(f"Failed to update {key!r} in place: it holds non-tensor data and the value is a "
+                             f"tensor of shape {tuple(value.shape)}; set it without inplace=True to replace it")
         dest.data = value.data if isinstance(value, NonTensorData) else value
     elif hasattr(dest, "update_"):
         dest.update_(value)

@@ -2,8 +2,8 @@
 
 Rules (tensordict's): tensors stay tensors; Python numbers, bools and lists of numbers become
 tensors; dicts become nested TensorDicts with the parent's batch size; strings, ``None`` and
-other objects become ``NonTensorData``; other lists become ``NonTensorStack`` while
-``set_list_to_stack`` is on (the default).
+other objects become ``NonTensorData``; while ``set_list_to_stack`` is on (the default) a list of
+same-shape tensors is stacked into one tensor and other lists become ``NonTensorStack``.
 
 Example:
     >>> to_entry([1, 2, 3], torch.Size([3]), None, "k").dtype
@@ -63,6 +63,9 @@ def to_entry(value, batch_size: torch.Size, device, key):
             out = torch.tensor(value)
         except (ValueError, TypeError):  # ragged lists of numbers: keep them as values
             out = _list_entry(list(value), batch_size)
+    elif isinstance(value, list) and value and list_to_stack() and all(isinstance(v, torch.Tensor) for v in value) \
+            and len({v.shape for v in value}) == 1:
+        out = torch.stack(value)  # a list of same-shape tensors: one tensor, one element per item
     elif isinstance(value, list) and list_to_stack():
         out = _list_entry(value, batch_size)
     else:

@@ -85,7 +85,14 @@ def _rebatched(value, batch_size: torch.Size, key):
     if not isinstance(storage, TensorDict) or len(value.batch_size) >= len(batch_size):
         return value
     copy = storage._shallow_copy()
+    nb = len(batch_size)
     try:
+        for k, v in list(copy._tensordict.items()):  # constants and nested collections follow
+            if isinstance(v, Batched) and len(v.batch_size) < nb:
+                if isinstance(v, NonTensorData):
+                    copy._tensordict[k] = NonTensorData(v.data, batch_size=batch_size, device=v.device)
+                elif not v.batch_size or tuple(v.batch_size) == tuple(value.batch_size):
+                    copy._tensordict[k] = _rebatched(v, batch_size, k)
         copy.batch_size = batch_size
     except BatchSizeError as err:
         raise BatchSizeError(f"cannot set {key!r} with batch size {tuple(value.batch_size)} in a collection of "

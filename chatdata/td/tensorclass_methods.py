@@ -25,8 +25,6 @@ from .tensordict import TensorDict
 
 __all__ = ["install"]
 
-# shape operations whose result can be edited inside ``with`` and written back on exit
-_INVERTIBLE = ("view", "reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "unflatten")
 _MISSING = object()
 
 

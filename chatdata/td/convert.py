@@ -18,7 +18,7 @@ import torch
 from .batched import Batched, BatchSizeError
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 
-__all__ = ["to_entry", "is_collection", "check_batch", "is_tensor"]
+__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor"]
 
 
 def is_tensor(value) -> bool:
@@ -116,4 +116,21 @@ def check_batch(key, entry, batch_size: torch.Size) -> None:
             f"batch dimension mismatch for key {key!r}: its shape {tuple(shape)} does not start "
             f"with the batch size {tuple(batch_size)} (the {what} {key} has shape {torch.Size(shape)} which "
             f"is incompatible with the batch-size {torch.Size(batch_size)})"
+        )
+
+
+def check_indexed_batch(target: torch.Size, source: torch.Size, index) -> None:
+    """``td[index] = other``: ``other``'s batch size must broadcast to the indexed part's.
+
+    Example:
+        >>> check_indexed_batch(torch.Size([3, 2]), torch.Size([2]), (slice(None), [1, 2]))  # fine
+    """
+    try:
+        ok = torch.broadcast_shapes(tuple(source), tuple(target)) == tuple(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise BatchSizeError(
+            f"indexed destination TensorDict batch size is {tuple(target)} (index {index!r}), which the source "
+            f"batch size {tuple(source)} does not broadcast to; index the source the same way or reshape it"
         )

@@ -193,12 +193,11 @@ class TensorClass(Batched):
         if "device" in self._field_names:
             device = None
         object.__setattr__(self, "_storage", TensorDict(batch_size=batch_size, device=device))
-        missing = [n for n in self._field_names if n not in kwargs and n not in self._field_defaults]
-        if missing:
-            quoted = [repr(m) for m in missing]
-            listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f"{',' if len(quoted) > 2 else ''} and {quoted[-1]}"
+        missing = [repr(n) for n in self._field_names if n not in kwargs and n not in self._field_defaults]
+        if missing:  # dataclass wording
+            listed = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + f"{',' * (len(missing) > 2)} and {missing[-1]}"
             raise TypeError(f"{type(self).__name__}.__init__() missing {len(missing)} required positional "
-                            f"argument{'s' if len(missing) > 1 else ''}: {listed}")
+                            f"argument{'s' * (len(missing) > 1)}: {listed}")
         for n in self._field_names:
             if n in kwargs:
                 value = kwargs[n]
@@ -406,14 +405,7 @@ class TensorClass(Batched):
         if isinstance(index, str):
             self.set(index, value)
             return
-        if isinstance(value, TensorClass):
-            if set(value._field_names) != set(self._field_names):
-                raise ValueError(
-                    f"__setitem__ is only allowed for same-class or compatible class (i.e. same members) assignment: "
-                    f"{type(value).__name__} has fields {sorted(value._field_names)}, {type(self).__name__} has "
-                    f"{sorted(self._field_names)}")
-            value = value._storage
-        self._storage[index] = value
+        self._storage[index] = value._storage if isinstance(value, TensorClass) else value
 
     def __len__(self):
         return len(self._storage)
@@ -577,17 +569,9 @@ class TensorClass(Batched):
         object.__setattr__(self, "_storage", state["_storage"])
 
     def __repr__(self) -> str:
-        from .repr import indent, leaf_repr
+        from .repr import tensorclass_repr
 
-        storage = self._storage
-        entries = storage._tensordict if isinstance(storage, TensorDict) else {k: storage._get_raw(k) for k in storage.keys()}
-        lines = [f"{k}={leaf_repr(v)}" for k, v in sorted(entries.items())]
-        fields = set(self._field_names)  # a shadow class may have fields named batch_size / device
-        lines.append(f"shape={storage.batch_size}" if "batch_size" in fields else f"batch_size={storage.batch_size}")
-        lines += [] if "device" in fields else [f"device={storage.device}"]
-        lines.append(f"is_shared={storage.is_shared()}")
-        body = ",\n".join(lines)
-        return f"{type(self).__name__}(\n{indent(body)})"
+        return tensorclass_repr(self)
 
 
 def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False,

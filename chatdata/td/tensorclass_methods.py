@@ -64,6 +64,25 @@ def get_at(self, key, index, default=_MISSING):
     return _unwrap(val[index])
 
 
+def setitem(self, index, value):
+    """``tc[index] = value``: a field by name, or a part of the batch; a tensorclass value must have
+    the same fields (any class).
+
+    Example: ``p[0] = p[1]``
+    """
+    if isinstance(index, str):
+        self.set(index, value)
+        return
+    if isinstance(value, TensorClass):
+        if set(value._field_names) != set(self._field_names):
+            raise ValueError(
+                f"__setitem__ is only allowed for same-class or compatible class (i.e. same members) assignment: "
+                f"{type(value).__name__} has fields {sorted(value._field_names)}, {type(self).__name__} has "
+                f"{sorted(self._field_names)}")
+        value = value._storage
+    self._storage[index] = value
+
+
 def _non_tensordict(self):
     """tensordict keeps non-tensor fields apart; chatdata stores every field in the TensorDict,
     so this is always empty."""
@@ -88,7 +107,10 @@ def from_list(cls, input_list, batch_size=None, device=None, **kwargs):
 
 
 def fromkeys(cls, keys, value=0, batch_size=None, device=None):
-    """An instance of ``cls`` with every field in ``keys`` set to ``value``."""
+    """An instance of ``cls`` with every field in ``keys`` set to ``value``.
+
+    Example: ``Pair.fromkeys(["a"], 0).a`` -> ``tensor(0)``
+    """
     return cls.from_tensordict(TensorDict.fromkeys(keys, value, batch_size=batch_size, device=device))
 
 
@@ -191,9 +213,13 @@ def _reflected(name):
 
 
 def install() -> None:
-    """Attach the methods above to TensorClass (td/__init__ calls this once)."""
+    """Attach the methods above to TensorClass (td/__init__ calls this once).
+
+    Example: ``install()``
+    """
     TensorClass.replace = replace
     TensorClass.get_at = get_at
+    TensorClass.__setitem__ = setitem
     TensorClass._non_tensordict = property(_non_tensordict)
     TensorClass.from_list = classmethod(from_list)
     TensorClass.fromkeys = classmethod(fromkeys)

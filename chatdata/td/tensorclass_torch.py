@@ -64,7 +64,10 @@ def _single(x):
 
 
 def collection_torch_function(func, types, args, kwargs):
-    """``__torch_function__`` body for TensorDict-like collections (shape ops first)."""
+    """``__torch_function__`` body for TensorDict-like collections (shape ops first).
+
+    Example: ``torch.full_like(TensorDict(a=torch.zeros(2), batch_size=[2]), 1.0)["a"]`` -> ``tensor([1., 1.])``
+    """
     out = _shape_dispatch(func, types, args, kwargs)
     if out is not NotImplemented:
         return out
@@ -119,7 +122,10 @@ def _wrap(out, cls):
 
 
 def tensorclass_torch_function(cls, func, types, args=(), kwargs=None):
-    """``__torch_function__`` of tensorclasses (see the module docstring)."""
+    """``__torch_function__`` of tensorclasses (see the module docstring).
+
+    Example: ``torch.gather(tc, dim=-1, index=idx)`` is ``tc.gather(-1, idx)``, as the same class.
+    """
     kwargs = kwargs or {}
     if func in _STACKERS:
         items = args[0] if args else kwargs.get("tensors", ())
@@ -144,6 +150,9 @@ def tensorclass_torch_function(cls, func, types, args=(), kwargs=None):
 
 def install() -> None:
     """Make every collection use :func:`collection_torch_function`, tensorclasses
-    :func:`tensorclass_torch_function`."""
+    :func:`tensorclass_torch_function`. ``chatdata.td`` calls it on import.
+
+    Example: ``install()``
+    """
     Batched._torch_function_handler = staticmethod(collection_torch_function)
     TensorClass.__torch_function__ = classmethod(tensorclass_torch_function)

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import torch
 
 from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
-from .convert import check_batch, is_collection, to_entry
+from .convert import check_batch, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
 from .linkedlist import LinkedList
 from .nontensor import NonTensorData, NonTensorStack
@@ -313,7 +313,7 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size[:0])
         if isinstance(value, (TensorDict,)) or is_collection(value):
-            _check_indexed_batch(indexed_batch_size(self._batch_size, idx), value.batch_size, index)
+            check_indexed_batch(indexed_batch_size(self._batch_size, idx), value.batch_size, index)
             for key in value.keys():
                 src = value._get_raw(key) if hasattr(value, "_get_raw") else value.get(key)
                 if key not in self._tensordict:  # a new key: allocate it, then write the part
@@ -564,19 +564,6 @@ def _allocate_like(src, batch_size, src_batch_dims: int, device):
     if not isinstance(src, (list, dict)) and not hasattr(src, "batch_size"):
         return NonTensorData(src, batch_size=batch_size, device=device)
     raise TypeError(f"cannot allocate a new entry like a {type(src).__name__}")
-
-
-def _check_indexed_batch(target: torch.Size, source: torch.Size, index) -> None:
-    """``td[index] = other``: ``other``'s batch size must broadcast to the indexed part's."""
-    try:
-        ok = torch.broadcast_shapes(tuple(source), tuple(target)) == tuple(target)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise BatchSizeError(
-            f"indexed destination TensorDict batch size is {tuple(target)} (index {index!r}), which the source "
-            f"batch size {tuple(source)} does not broadcast to; index the source the same way or reshape it"
-        )
 
 
 def _write_into(dest, value, key) -> None:

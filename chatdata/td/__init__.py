@@ -6,6 +6,7 @@ from .nontensor import (NonTensorData, NonTensorStack, capture_non_tensor_stack,
                         set_capture_non_tensor_stack, set_list_to_stack)
 from .functional import cat, stack
 from .ragged import RaggedTensorDict
+from .switches import lazy_legacy
 from .tensorclass import TensorClass, is_tensorclass, tensorclass
 from .tensordict import LockedError, TensorDict, TensorDictBase
 from . import state as _state
@@ -37,6 +38,14 @@ _attach_state_methods()
 from .memmap_api import TensorDictFuture, attach as _attach_memmap, load_memmap  # noqa: E402
 from .fsops import FormatError  # noqa: E402
 from .functional import lazy_stack  # noqa: E402  (tensordict's name; same as stack)
+
+from .tensorclass_torch import install as _install_torch_functions  # noqa: E402
+
+_install_torch_functions()
+
+from .tensorclass_methods import install as _install_tensorclass_methods  # noqa: E402
+
+_install_tensorclass_methods()
 
 for _cls in (TensorDict, TensorClass, RaggedTensorDict, NonTensorStack):
     _attach_memmap(_cls)

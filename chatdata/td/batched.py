@@ -27,6 +27,11 @@ class BatchSizeError(ValueError, RuntimeError):
     """An entry's leading dims do not match the batch size (or a batch size is invalid)."""
 
 
+class EmptyBatchIndexError(IndexError, RuntimeError):
+    """A collection with an empty batch size was indexed (an ``IndexError``, and a
+    ``RuntimeError`` as tensordict raises)."""
+
+
 def dummy(batch_size: Sequence[int]) -> torch.Tensor:
     """A zero-stride tensor of shape ``batch_size`` used to compute result shapes cheaply."""
     return torch.zeros((), dtype=torch.uint8).expand(tuple(batch_size))
@@ -77,6 +82,11 @@ def normalize_index(index, batch_ndim: int):
         return 1
 
     used = sum(consumed(it) for it in items)
+    if used and not batch_ndim:
+        raise EmptyBatchIndexError(
+            "indexing a tensordict with td.batch_dims==0 is not permitted: it has no batch dims to index; "
+            "index its entries instead (td['key'][...])"
+        )
     if used > batch_ndim:
         raise IndexError(
             f"too many indices: {used} dims indexed but the batch has {batch_ndim} dims"

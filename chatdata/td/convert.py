@@ -2,8 +2,8 @@
 
 Rules (tensordict's): tensors stay tensors; Python numbers, bools and lists of numbers become
 tensors; dicts become nested TensorDicts with the parent's batch size; strings, ``None`` and
-other objects become ``NonTensorData``; other lists become ``NonTensorStack`` while
-``set_list_to_stack`` is on (the default).
+other objects become ``NonTensorData``; while ``set_list_to_stack`` is on (the default) a list of
+same-shape tensors is stacked into one tensor and other lists become ``NonTensorStack``.
 
 Example:
     >>> to_entry([1, 2, 3], torch.Size([3]), None, "k").dtype
@@ -18,7 +18,7 @@ import torch
 from .batched import Batched, BatchSizeError
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 
-__all__ = ["to_entry", "is_collection", "check_batch", "is_tensor"]
+__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor"]
 
 
 def is_tensor(value) -> bool:
@@ -50,6 +50,8 @@ def to_entry(value, batch_size: torch.Size, device, key):
         out = value
         if isinstance(value, NonTensorData) and not value.batch_size and batch_size:
             out = NonTensorData(value.data, batch_size=batch_size, device=value.device)
+        elif tuple(value.batch_size[:len(batch_size)]) != tuple(batch_size):
+            out = _rebatched(value, batch_size, key)
     elif isinstance(value, dict):
         out = TensorDict(value, batch_size=batch_size, device=device)
     elif isinstance(value, numbers.Number):
@@ -61,6 +63,9 @@ def to_entry(value, batch_size: torch.Size, device, key):
             out = torch.tensor(value)
         except (ValueError, TypeError):  # ragged lists of numbers: keep them as values
             out = _list_entry(list(value), batch_size)
+    elif isinstance(value, list) and value and list_to_stack() and all(isinstance(v, torch.Tensor) for v in value) \
+            and len({v.shape for v in value}) == 1:
+        out = torch.stack(value)  # a list of same-shape tensors: one tensor, one element per item
     elif isinstance(value, list) and list_to_stack():
         out = _list_entry(value, batch_size)
     else:
@@ -68,6 +73,31 @@ def to_entry(value, batch_size: torch.Size, device, key):
     if device is not None and getattr(out, "device", None) != device:
         out = out.to(device)
     return out
+
+
+def _rebatched(value, batch_size: torch.Size, key):
+    """A TensorDict (or tensorclass) whose leaves all start with ``batch_size`` but whose own batch
+    size is shorter (``td["sub"] = TensorDict()`` in a batched parent): a shallow copy with the
+    parent's batch size. Anything else is returned as it is (the caller's check reports it)."""
+    from .tensordict import TensorDict
+
+    storage = getattr(value, "_storage", value)
+    if not isinstance(storage, TensorDict) or len(value.batch_size) >= len(batch_size):
+        return value
+    copy = storage._shallow_copy()
+    nb = len(batch_size)
+    try:
+        for k, v in list(copy._tensordict.items()):  # constants and nested collections follow
+            if isinstance(v, Batched) and len(v.batch_size) < nb:
+                if isinstance(v, NonTensorData):
+                    copy._tensordict[k] = NonTensorData(v.data, batch_size=batch_size, device=v.device)
+                elif not v.batch_size or tuple(v.batch_size) == tuple(value.batch_size):
+                    copy._tensordict[k] = _rebatched(v, batch_size, k)
+        copy.batch_size = batch_size
+    except BatchSizeError as err:
+        raise BatchSizeError(f"cannot set {key!r} with batch size {tuple(value.batch_size)} in a collection of "
+                             f"batch size {tuple(batch_size)}: {err}") from None
+    return value._from_storage(copy) if storage is not value else copy
 
 
 def _list_entry(value: list, batch_size: torch.Size):
@@ -101,3 +131,20 @@ def _nested_leading(t: torch.Tensor, n: int) -> tuple:
         except RuntimeError:
             out.append(-1)
     return tuple(out)
+
+
+def check_indexed_batch(target: torch.Size, source: torch.Size, index) -> None:
+    """``td[index] = other``: ``other``'s batch size must broadcast to the indexed part's.
+
+    Example:
+        >>> check_indexed_batch(torch.Size([3, 2]), torch.Size([2]), (slice(None), [1, 2]))  # fine
+    """
+    try:
+        ok = torch.broadcast_shapes(tuple(source), tuple(target)) == tuple(target)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise BatchSizeError(
+            f"indexed destination TensorDict batch size is {tuple(target)} (index {index!r}), which the source "
+            f"batch size {tuple(source)} does not broadcast to; index the source the same way or reshape it"
+        )

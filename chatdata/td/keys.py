@@ -53,6 +53,10 @@ def unravel_key(key) -> tuple[str, ...]:
     return tuple(out)
 
 
+# the error for a key that is not a str or a tuple of str (tensordict's name for it too)
+GENERIC_NESTED_ERR = _GENERIC_NESTED_ERR = "Keys are str or tuples of str. Only NestedKeys are supported. Got key {}."
+
+
 def is_valid_key(key) -> bool:
     """``True`` when ``key`` is a str or a non-empty nested tuple of str."""
     try:

@@ -45,8 +45,11 @@ class CollectionOps:
                     r = v
             elif isinstance(v, _td()):
                 r = v.apply(fn, *other_vals, batch_size=None if batch_size is None else torch.Size(batch_size) + v.batch_size[len(self._batch_size):], inplace=inplace)
-            elif is_collection(v) and hasattr(v, "apply"):
-                r = v.apply(fn, *other_vals, inplace=inplace)
+            elif is_collection(v) and hasattr(v, "apply"):  # a tensorclass, a ragged stack
+                nested_bs = {} if batch_size is None else {"batch_size": torch.Size(batch_size) + v.batch_size[len(self._batch_size):]}
+                r = v.apply(fn, *other_vals, inplace=inplace, **nested_bs)
+            elif isinstance(v, NonTensorData) and batch_size is not None:  # one value: any batch size
+                r = NonTensorData(v.data, batch_size=torch.Size(batch_size) + v.batch_size[len(self._batch_size):], device=v.device)
             else:
                 r = v
             if r is not None:
@@ -101,6 +104,8 @@ class CollectionOps:
                     o = o.data
                 r = op(v, o)
             elif is_non_tensor(v):
+                if isinstance(o, (int, float, torch.Tensor)) and not is_non_tensor(o):
+                    continue  # text against a number: not comparable, left out of the result
                 r = op(v, o)
             else:
                 r = v._compare(o, op) if hasattr(v, "_compare") else op(v, o)
@@ -121,7 +126,7 @@ class CollectionOps:
             d = self._norm_dim(dim)
             bs = self._batch_size[:d] + self._batch_size[d + 1 :]
             return self.apply(lambda t: t.all(d), batch_size=bs)
-        return all(bool(v.all()) for v in self.values(True, True))
+        return all(bool(v.all()) for v in self.values(True, True) if isinstance(v, torch.Tensor))
 
     def any(self, dim: int | None = None):
         """True when any boolean leaf holds a True value."""
@@ -163,13 +168,18 @@ class CollectionOps:
         return self.lock_()
 
     # -- devices and dtypes ---------------------------------------------------------------
-    def to(self, *args, non_blocking: bool = False, **kwargs) -> "TensorDict":
-        """Move to a device (``td.to("cpu")``) or cast tensors (``td.to(torch.float16)``)."""
+    def to(self, *args, non_blocking: bool = False, inplace: bool = False, **kwargs) -> "TensorDict":
+        """Move to a device (``td.to("cpu")``) or cast tensors (``td.to(torch.float16)``);
+        ``inplace=True`` moves the entries of this TensorDict and returns it."""
         dest = args[0] if args else kwargs.get("device", kwargs.get("dtype"))
         if isinstance(dest, _td()):
             dest = dest.device
         if isinstance(dest, torch.dtype):
-            return self.apply(lambda t: t.to(dest))
+            out = self.apply(lambda t: t.to(dest))
+            if inplace:
+                self._tensordict.update(out._tensordict)
+                return self
+            return out
         device = torch.device(dest) if dest is not None else None
         if device is not None and device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(
@@ -179,8 +189,17 @@ class CollectionOps:
         entries = {}
         for k, v in self._tensordict.items():
             entries[k] = v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v.to(device)
-        out = self._new_unsafe(entries, self._batch_size, device)
-        return out
+        if inplace:
+            self._tensordict.update(entries)
+            self._device = device
+            return self
+        return self._new_unsafe(entries, self._batch_size, device)
+
+    @property
+    def dtype(self):
+        """The dtype shared by every tensor leaf, or None when they differ (or there are none)."""
+        dtypes = {v.dtype for v in self.values(True, True) if isinstance(v, torch.Tensor)}
+        return dtypes.pop() if len(dtypes) == 1 else None
 
     def cpu(self) -> "TensorDict":
         return self.to("cpu")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["list_to_stack", "set_list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack"]
+__all__ = ["list_to_stack", "set_list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack",
+           "lazy_legacy"]
 
 _LIST_TO_STACK = [True]
 
@@ -79,3 +80,15 @@ class set_capture_non_tensor_stack(set_list_to_stack):
     """
 
     _flag = _CAPTURE
+
+
+def lazy_legacy() -> bool:
+    """Whether shape operations (``permute``, ``view``, ``stack``...) return lazy wrappers, as
+    tensordict's legacy mode does. Always ``False``: chatdata's shape ops are dense (views of
+    the leaves where torch allows), so code that checks this takes the dense path.
+
+    Example:
+        >>> lazy_legacy()
+        False
+    """
+    return False

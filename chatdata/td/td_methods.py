@@ -73,6 +73,12 @@ class ExtraMethods:
         """A plain TensorDict copy (its tensors cloned)."""
         return self.clone()
 
+    def _get_str(self, key, default=...):
+        """The raw entry at a one-level key (tensordict's internal accessor; ``default`` when missing)."""
+        if default is ...:
+            return self._get_raw(key)
+        return self._tensordict.get(key, default) if isinstance(key, str) else self.get(key, default)
+
     def get_at(self, key, index, default=...):
         """The entry at ``key`` indexed by ``index``."""
         try:
@@ -313,7 +319,11 @@ class ExtraMethods:
             idx = index.reshape(index.shape + (1,) * (t.ndim - nb)).expand(*index.shape, *t.shape[nb:])
             return torch.gather(t, d, idx)
 
-        return self.apply(fn, batch_size=index.shape)
+        res = self.apply(fn, batch_size=index.shape)
+        if out is not None:
+            out.update_(res)
+            return out
+        return res
 
 
 def _logical(op):

@@ -101,21 +101,23 @@ def _setup_fields(cls) -> None:
             continue
         ann = base.__dict__.get("__annotations__", {})
         for n, t in ann.items():
-            if n.startswith("_") or typing.get_origin(t) is typing.ClassVar or (isinstance(t, str) and t.startswith("ClassVar")):
+            if n.startswith("__") or (n.startswith("_") and hasattr(TensorClass, n)) or typing.get_origin(t) is typing.ClassVar or (
+                    isinstance(t, str) and t.startswith(("ClassVar", "typing.ClassVar"))):
                 continue
             if n not in annotations:
                 names.append(n)
             annotations[n] = t
             if n in base.__dict__ and not isinstance(base.__dict__[n], property):
                 defaults[n] = base.__dict__[n]
-    reserved = {"batch_size", "device", "names", "shape"}
+    reserved = {"batch_size", "device", "names", "shape"} | (set(dir(TensorDict)) - {"data", "_is_non_tensor"})
     bad = reserved.intersection(names)
     if bad and not cls.__dict__.get("_shadow", getattr(cls, "_shadow", False)):
         raise AttributeError(
-            f"tensorclass {cls.__name__} cannot have fields named {sorted(bad)}: they shadow TensorClass "
-            "attributes; declare it with @tensorclass(shadow=True) to allow that"
+            f"Attribute name {sorted(bad)[0]} can't be used with @tensorclass or TensorClass: fields "
+            f"{sorted(bad)} shadow TensorDict attributes; declare it with @tensorclass(shadow=True) to allow that"
         )
     cls._field_names = tuple(names)
+    cls.__expected_keys__ = set(names)
     cls._field_types = annotations
     cls._field_defaults = defaults
     for n in names:
@@ -174,7 +176,8 @@ class TensorClass(Batched):
 
     def __init__(self, *args, batch_size=None, device=None, names=None, **kwargs):
         if len(args) > len(self._field_names):
-            raise TypeError(f"{type(self).__name__} takes at most {len(self._field_names)} positional fields")
+            raise TypeError(f"{type(self).__name__}.__init__() takes {len(self._field_names) + 1} positional arguments "
+                            f"but {len(args) + 1} were given (its fields are {list(self._field_names)})")
         for n, v in zip(self._field_names, args):
             if n in kwargs:
                 raise TypeError(f"{type(self).__name__} got field {n!r} twice")
@@ -190,6 +193,11 @@ class TensorClass(Batched):
         if "device" in self._field_names:
             device = None
         object.__setattr__(self, "_storage", TensorDict(batch_size=batch_size, device=device))
+        missing = [repr(n) for n in self._field_names if n not in kwargs and n not in self._field_defaults]
+        if missing:  # dataclass wording
+            listed = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + f"{',' * (len(missing) > 2)} and {missing[-1]}"
+            raise TypeError(f"{type(self).__name__}.__init__() missing {len(missing)} required positional "
+                            f"argument{'s' * (len(missing) > 1)}: {listed}")
         for n in self._field_names:
             if n in kwargs:
                 value = kwargs[n]
@@ -237,9 +245,15 @@ class TensorClass(Batched):
 
     # -- attributes -----------------------------------------------------------------------
     def __setattr__(self, name, value):
-        if name in self._field_names or name.startswith("_"):
-            object.__setattr__(self, name, value) if name.startswith("_") else self.set(name, value)
+        if name in self._field_names:
+            self.set(name, value)
             return
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        if name == "device":
+            raise RuntimeError("device cannot be set using tensorclass.device = device; use tc = tc.to(device) "
+                               "or tc.clear_device()")
         if name in ("batch_size",):
             self._storage.batch_size = value
             return
@@ -275,10 +289,11 @@ class TensorClass(Batched):
         if attr is None or not callable(attr):
             if attr is None:
                 raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-            return attr
+            return self._wrap_result(attr)  # td.grad / td.data: collections come back as this class
 
         def method(*args, **kwargs):
             args = [a._storage if isinstance(a, TensorClass) else a for a in args]
+            kwargs = {k: v._storage if isinstance(v, TensorClass) else v for k, v in kwargs.items()}
             return self._wrap_result(attr(*args, **kwargs))
 
         return method
@@ -301,7 +316,12 @@ class TensorClass(Batched):
 
     @classmethod
     def _from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):
-        return cls.from_tensordict(tensordict, non_tensordict, safe=safe)
+        """Like :meth:`from_tensordict`, then ``__post_init__`` (validation) when the class has one."""
+        obj = cls.from_tensordict(tensordict, non_tensordict, safe=safe)
+        post = getattr(obj, "__post_init__", None)
+        if post is not None:
+            post()
+        return obj
 
     @property
     def batch_size(self) -> torch.Size:
@@ -317,10 +337,17 @@ class TensorClass(Batched):
 
     def get(self, key, default=...):
         """A field's value (nested keys go into nested collections); ``default`` (None when
-        not given) for a missing one."""
+        not given) for a missing one. ``get("batch_size")`` / ``"device"`` / ``"names"`` / ``"shape"``
+        give those attributes when no field has that name."""
+        from .keys import GENERIC_NESTED_ERR, is_valid_key
+
+        if not is_valid_key(key):
+            raise KeyError(GENERIC_NESTED_ERR.format(key))
         try:
             return _unwrap(self._storage._get_raw(key))
         except KeyError:
+            if key in ("batch_size", "device", "names", "shape") and key not in self._field_names:
+                return getattr(self, key)
             return None if default is ... else default
 
     def _get_raw(self, key):
@@ -330,7 +357,8 @@ class TensorClass(Batched):
         """Set a field (``inplace=True`` writes into the existing entry); returns self."""
         name = key[0] if isinstance(key, tuple) else key
         if name not in self._field_names:
-            raise AttributeError(f"{type(self).__name__} has no field {name!r}; its fields are {list(self._field_names)}")
+            raise AttributeError(f"Cannot set the attribute {name!r}: {type(self).__name__} has no such field; its "
+                                 f"fields are {list(self._field_names)}")
         if isinstance(key, tuple) and len(key) > 1:
             self._storage.set(key, value, inplace=inplace)
             return self
@@ -398,7 +426,8 @@ class TensorClass(Batched):
         return self._from_storage(self._storage.clone(recurse))
 
     def to(self, *args, **kwargs):
-        return self._from_storage(self._storage.to(*args, **kwargs))
+        out = self._storage.to(*args, **kwargs)
+        return self if out is self._storage else self._from_storage(out)
 
     def cpu(self):
         return self.to("cpu")
@@ -424,7 +453,7 @@ class TensorClass(Batched):
         return self._compare(other, lambda a, b: a != b)
 
     def all(self, dim=None):
-        return self._storage.all(dim)
+        return self._wrap_result(self._storage.all(dim))
 
     def _binop(self, name, other):
         other = other._storage if isinstance(other, TensorClass) else other
@@ -451,7 +480,7 @@ class TensorClass(Batched):
     __invert__ = lambda self: self._wrap_result(~self._storage)  # noqa: E731
 
     def any(self, dim=None):
-        return self._storage.any(dim)
+        return self._wrap_result(self._storage.any(dim))
 
     def zero_(self):
         self._storage.zero_()
@@ -540,14 +569,9 @@ class TensorClass(Batched):
         object.__setattr__(self, "_storage", state["_storage"])
 
     def __repr__(self) -> str:
-        from .repr import indent, leaf_repr
+        from .repr import tensorclass_repr
 
-        storage = self._storage
-        entries = storage._tensordict if isinstance(storage, TensorDict) else {k: storage._get_raw(k) for k in storage.keys()}
-        lines = [f"{k}={leaf_repr(v)}" for k, v in sorted(entries.items())]
-        lines += [f"batch_size={self.batch_size}", f"device={self.device}", f"is_shared={self.is_shared()}"]
-        body = ",\n".join(lines)
-        return f"{type(self).__name__}(\n{indent(body)})"
+        return tensorclass_repr(self)
 
 
 def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False,

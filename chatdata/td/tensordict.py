@@ -15,13 +15,14 @@ from typing import Any, Iterator
 import torch
 
 from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
-from .convert import check_batch, is_collection, to_entry
+from .convert import check_batch, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
 from .linkedlist import LinkedList
 from .nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods
 from .module_params import ModuleParams
+from .autograd_methods import AutogradMethods
 
 __all__ = ["TensorDict", "LockedError"]
 
@@ -83,7 +84,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
+class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:
@@ -312,6 +313,7 @@ class TensorDict(ExtraMethods, ModuleParams, CollectionOps, Batched):
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size[:0])
         if isinstance(value, (TensorDict,)) or is_collection(value):
+            check_indexed_batch(indexed_batch_size(self._batch_size, idx), value.batch_size, index)
             for key in value.keys():
                 src = value._get_raw(key) if hasattr(value, "_get_raw") else value.get(key)
                 if key not in self._tensordict:  # a new key: allocate it, then write the part
@@ -569,12 +571,21 @@ def _write_into(dest, value, key) -> None:
     if isinstance(dest, torch.Tensor):
         if isinstance(value, NonTensorData):
             value = value.data
-        dest.copy_(value if isinstance(value, torch.Tensor) else torch.as_tensor(value, dtype=dest.dtype))
+        if not isinstance(value, torch.Tensor):
+            try:
+                value = torch.as_tensor(value, dtype=dest.dtype)
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise RuntimeError(f"Cannot update an existing tensor entry {key!r} in place with a "
+                                   f"{type(value).__name__} ({err}); set it without inplace=True to replace it") from None
+        dest.copy_(value)
     elif isinstance(dest, TensorDict):
         dest.update_(value)
     elif isinstance(dest, NonTensorStack):
         dest[...] = value
     elif isinstance(dest, NonTensorData):
+        if isinstance(value, torch.Tensor):
+            raise ValueError(f"Failed to update {key!r} in place: it holds non-tensor data and the value is a "
+                             f"tensor of shape {tuple(value.shape)}; set it without inplace=True to replace it")
         dest.data = value.data if isinstance(value, NonTensorData) else value
     elif hasattr(dest, "update_"):
         dest.update_(value)

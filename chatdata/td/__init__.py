@@ -38,6 +38,9 @@ _attach_state_methods()
 from .memmap_api import TensorDictFuture, attach as _attach_memmap, load_memmap  # noqa: E402
 from .fsops import FormatError  # noqa: E402
 from .functional import lazy_stack  # noqa: E402  (tensordict's name; same as stack)
+from .dataclass_convert import from_dataclass, tensordict_from_dataclass as _td_from_dataclass  # noqa: E402
+
+TensorDict.from_dataclass = classmethod(_td_from_dataclass)
 
 from .tensorclass_torch import install as _install_torch_functions  # noqa: E402
 
@@ -54,4 +57,5 @@ __all__ = [
     "TensorDict", "TensorClass", "tensorclass", "is_tensorclass", "NonTensorData", "NonTensorStack",
     "MemoryMappedTensor", "RaggedTensorDict", "set_list_to_stack", "list_to_stack", "LockedError",
     "BatchSizeError", "NestedKey", "unravel_key", "load_memmap", "TensorDictFuture", "FormatError",
+    "from_dataclass",
 ]

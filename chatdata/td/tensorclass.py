@@ -24,6 +24,7 @@ from .batched import Batched
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 from .tensordict import TensorDict
 from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options
+from .tensorclass_types import field_hints, is_non_tensor_hint
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
@@ -78,11 +79,14 @@ def _unwrap(value):
     return value
 
 
-def _field_property(name: str):
+def _field_property(name: str, raw: bool = False):
     def getter(self):
         storage = self._storage
         if isinstance(storage, TensorDict):
-            return _unwrap(storage._tensordict.get(name))
+            value = storage._tensordict.get(name)
+            if value is None and name in self.__dict__.get("_deleted", ()):
+                raise AttributeError(f"{type(self).__name__}.{name} was deleted")
+            return value if raw else _unwrap(value)
         try:  # a ragged storage: strings come back as nested lists
             return _unwrap(storage.get(name))
         except KeyError:
@@ -120,8 +124,9 @@ def _setup_fields(cls) -> None:
     cls.__expected_keys__ = set(names)
     cls._field_types = annotations
     cls._field_defaults = defaults
+    hints = field_hints(cls)  # a field annotated NonTensorData reads as the wrapper, not its value
     for n in names:
-        setattr(cls, n, _field_property(n))
+        setattr(cls, n, _field_property(n, raw=is_non_tensor_hint(hints.get(n))))
     try:
         cls._dataclass = dataclasses.make_dataclass(
             cls.__name__,
@@ -266,9 +271,10 @@ class TensorClass(Batched):
         )
 
     def __delattr__(self, name):
-        if name in self._field_names:
+        if name in self._field_names:  # ``del tc.x``: the field is gone (AttributeError) until set again
             if self._storage._tensordict.pop(name, None) is None:
                 raise AttributeError(name)
+            self.__dict__.setdefault("_deleted", set()).add(name)
             return
         object.__delattr__(self, name)
 
@@ -362,6 +368,8 @@ class TensorClass(Batched):
         if isinstance(key, tuple) and len(key) > 1:
             self._storage.set(key, value, inplace=inplace)
             return self
+        if "_deleted" in self.__dict__:
+            self.__dict__["_deleted"].discard(name)
         if value is None:
             if isinstance(self._storage, TensorDict):
                 self._storage._tensordict.pop(name, None)
@@ -370,7 +378,7 @@ class TensorClass(Batched):
             raise dataclasses.FrozenInstanceError(f"{type(self).__name__} is frozen: its fields cannot be set")
         if not isinstance(value, (torch.Tensor, Batched)) or (self._autocast and isinstance(value, torch.Tensor)):
             value = cast_value(type(self), name, value, self._storage.batch_size)
-        if not isinstance(value, (torch.Tensor, Batched)) and not _is_tensor_annotation(self._field_types.get(name)):
+        if not isinstance(value, (torch.Tensor, Batched)) and (self._nocast or not _is_tensor_annotation(self._field_types.get(name))):
             bs = self._storage.batch_size
             if isinstance(value, list) and bs and list_to_stack():
                 value = NonTensorStack.from_list(value, batch_size=bs)

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 
 import torch
 
+from .tensorclass_types import field_hints, is_non_tensor_hint, is_tensor_hint, is_tensordict_hint, plain_class, union_args
+
 try:  # numpy is optional
     import numpy as _np
 except ImportError:  # pragma: no cover
@@ -45,6 +47,9 @@ def set_options(cls, **opts) -> None:
             setattr(cls, f"_{name}", bool(value))
     if getattr(cls, "_autocast", False) and getattr(cls, "_nocast", False):
         raise ValueError(f"tensorclass {cls.__name__}: autocast and nocast exclude each other")
+    if getattr(cls, "_tensor_only", False) and (getattr(cls, "_autocast", False) or getattr(cls, "_nocast", False)):
+        raise TypeError(f"tensorclass {cls.__name__}: tensor_only excludes autocast and nocast (every field of a "
+                        "tensor_only class is a tensor)")
 
 
 def options_base(cls, item):
@@ -60,33 +65,24 @@ def options_base(cls, item):
     return _BASES[key]
 
 
-def _is_tensor_type(ann) -> bool:
-    if ann is None or ann is type(None):
-        return True
-    if isinstance(ann, type):
-        if issubclass(ann, torch.Tensor):
-            return True
-        from .batched import Batched
+def _is_tensor_string(ann: str) -> bool:
+    """Best effort for an annotation that could not be evaluated (a forward reference)."""
+    import re
 
-        return issubclass(ann, Batched)
-    if isinstance(ann, str):
-        import re
+    from .tensorclass import _REGISTRY
 
-        from .tensorclass import _REGISTRY
-
-        tc_names = {c.__name__ for c in _REGISTRY.values()}
-        parts = [p.strip() for p in re.split(r"[|,\[\]]", ann) if p.strip() and p.strip() not in ("Optional", "Union", "typing.Optional", "typing.Union")]
-        return all(p in ("torch.Tensor", "Tensor", "None") or p.startswith("torch.") and p.endswith("Tensor")
-                   or p in ("TensorDict", "TensorDictBase") or p in tc_names for p in parts)
-    args = typing.get_args(ann)
-    return bool(args) and all(_is_tensor_type(a) for a in args)
+    tc_names = {c.__name__ for c in _REGISTRY.values()}
+    parts = [p.strip() for p in re.split(r"[|,\[\]]", ann) if p.strip() and p.strip() not in ("Optional", "Union", "typing.Optional", "typing.Union")]
+    return all(p in ("torch.Tensor", "Tensor", "None") or p.startswith("torch.") and p.endswith("Tensor")
+               or p in ("TensorDict", "TensorDictBase") or p in tc_names for p in parts)
 
 
 def check_tensor_only(cls) -> None:
     """``tensor_only`` classes accept tensor annotations (and None) only."""
     if not getattr(cls, "_tensor_only", False):
         return
-    bad = [n for n, t in cls._field_types.items() if not _is_tensor_type(t)]
+    hints = field_hints(cls)
+    bad = [n for n, t in hints.items() if not (_is_tensor_string(t) if isinstance(t, str) else is_tensor_hint(t))]
     if bad:
         raise TypeError(
             f"tensor_only requires types to be Tensor, Tensor-subtrypes or None; {cls.__name__} fields "
@@ -94,36 +90,81 @@ def check_tensor_only(cls) -> None:
         )
 
 
-def _resolve(cls, ann):
-    """A string annotation naming ``cls`` or a defined tensorclass becomes that class."""
-    if isinstance(ann, str):
-        name = ann.strip().strip("'\"")
-        name = name.replace("Optional[", "").rstrip("]").split("|")[0].strip()
-        if name == cls.__name__:
-            return cls
-        builtin = {"int": int, "float": float, "bool": bool, "str": str, "torch.Tensor": torch.Tensor,
-                   "Tensor": torch.Tensor, "Any": typing.Any, "typing.Any": typing.Any}
-        if _np is not None:
-            builtin.update({"np.ndarray": _np.ndarray, "numpy.ndarray": _np.ndarray})
-        if name in builtin:
-            return builtin[name]
-        if name in ("TensorDict", "TensorDictBase"):
-            from .tensordict import TensorDict
+def _string_target(cls, ann: str):
+    """A class for a forward reference that could not be evaluated, by name."""
+    name = ann.strip().strip("'\"").replace("Optional[", "").rstrip("]").split("|")[0].strip()
+    if name == cls.__name__:
+        return cls
+    from .tensorclass import _REGISTRY
 
-            return TensorDict
-        from .tensorclass import _REGISTRY
-
-        for c in reversed(list(_REGISTRY.values())):
-            if c.__name__ == name:
-                return c
-        return ann
-    args = typing.get_args(ann)
-    if args:
-        for a in args:
-            r = _resolve(cls, a)
-            if isinstance(r, type) and r is not type(None):
-                return r
+    for c in reversed(list(_REGISTRY.values())):
+        if c.__name__ == name:
+            return c
     return ann
+
+
+def _resolve(cls, name: str, *, unions: bool):
+    """The target class of field ``name``: its annotation when that is a class; for a union the
+    first member class when ``unions`` (else None: autocast leaves unions alone, as tensordict)."""
+    hint = field_hints(cls).get(name)
+    if isinstance(hint, str):
+        return _string_target(cls, hint)
+    if hint is typing.Any:
+        return typing.Any
+    members = union_args(hint)
+    if members is not None:
+        if not unions:
+            return None
+        classes = [plain_class(m) for m in members if plain_class(m) not in (None, type(None))]
+        return classes[0] if classes else None
+    return plain_class(hint)
+
+
+def _plain_mapping(value):
+    """A Mapping (UserDict, nested ones too) as a dict for a TensorDict; TensorDicts and other
+    collections inside are kept as they are (same object, lock state kept)."""
+    from .batched import Batched
+
+    if isinstance(value, Batched) or not isinstance(value, Mapping):
+        return value
+    return {k: _plain_mapping(v) for k, v in value.items()}
+
+
+def _from_mapping(target, value, batch_size):
+    """A tensorclass built from a mapping of (some of) its fields; missing fields read None."""
+    from .tensordict import TensorDict
+
+    if not set(value) <= set(target._field_names):
+        return target.from_dict(dict(value), batch_size=batch_size)
+    required = [n for n in target._field_names if n not in target._field_defaults]
+    if all(n in value for n in required):
+        return target(**value, batch_size=batch_size)
+    obj = target._from_storage(TensorDict(batch_size=batch_size))
+    for k, v in value.items():
+        if v is not None:
+            obj.set(k, v)
+    return obj
+
+
+def _cast_mapping(cls, name, value, batch_size):
+    from .nontensor import NonTensorData
+    from .tensorclass import TensorClass
+    from .tensordict import TensorDict
+
+    tensor_only = getattr(cls, "_tensor_only", False)
+    autocast = getattr(cls, "_autocast", False)
+    hint = field_hints(cls).get(name)
+    if tensor_only and not isinstance(hint, str):
+        if is_non_tensor_hint(hint):
+            return NonTensorData(value, batch_size=batch_size)
+        if is_tensordict_hint(hint):
+            return TensorDict(_plain_mapping(value), batch_size=batch_size)
+    target = _resolve(cls, name, unions=not autocast)
+    if isinstance(target, type) and issubclass(target, TensorClass):
+        return _from_mapping(target, value, batch_size)
+    if target is TensorDict or tensor_only or autocast and target is typing.Any:
+        return TensorDict(_plain_mapping(value), batch_size=batch_size)
+    return value
 
 
 def _numeric(value) -> bool:
@@ -134,25 +175,16 @@ def _numeric(value) -> bool:
 
 def cast_value(cls, name: str, value, batch_size):
     """The value to store for field ``name`` of ``cls`` (see the module docstring)."""
-    from .tensorclass import TensorClass
     from .tensordict import TensorDict
 
-    ann = cls._field_types.get(name)
     if isinstance(value, Mapping) and not isinstance(value, TensorDict):
-        target = _resolve(cls, ann)
-        if isinstance(target, type) and issubclass(target, TensorClass):
-            if set(value) <= set(target._field_names):
-                return target(**value, batch_size=batch_size)
-            return target.from_dict(dict(value), batch_size=batch_size)
-        if target is TensorDict or getattr(cls, "_tensor_only", False) or getattr(cls, "_autocast", False) and target is typing.Any:
-            return TensorDict(dict(value), batch_size=batch_size)
-        return value
+        return _cast_mapping(cls, name, value, batch_size)
     if getattr(cls, "_tensor_only", False):
         return torch.as_tensor(value)
     if getattr(cls, "_nocast", False):
         return value
     if getattr(cls, "_autocast", False):
-        target = _resolve(cls, ann)
+        target = _resolve(cls, name, unions=False)
         if target is torch.Tensor:
             if isinstance(value, str):
                 raise TypeError(f"{cls.__name__}.{name} is annotated as a Tensor; cannot cast {value!r} to one")

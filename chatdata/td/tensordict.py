@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import types
+
 import torch
 
 from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
@@ -98,6 +100,8 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         >>> td["b"]
         'text'
     """
+
+    __class_getitem__ = classmethod(types.GenericAlias)  # ``TensorDict[str, torch.Tensor]`` annotations
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False, **kwargs):
         if source is not None and not isinstance(source, (dict, TensorDict)):

@@ -199,7 +199,8 @@ def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None, al
 def _load_memmap_cls(cls, prefix, device=None, non_blocking: bool = False, *, out=None, allow_pickle: bool | None = None,
                      verify: bool = False):
     res = load_memmap(prefix, device, non_blocking, out=out, verify=verify)
-    if isinstance(res, cls) or not hasattr(cls, "_from_storage") or out is not None:
+    # a saved tensorclass comes back as its own class, whichever class's load_memmap was called
+    if isinstance(res, cls) or not hasattr(cls, "_from_storage") or out is not None or hasattr(res, "_from_storage"):
         return res
     return cls._from_storage(res)
 

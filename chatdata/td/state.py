@@ -13,7 +13,7 @@ import torch
 
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
 
-__all__ = ["state_dict", "load_state_dict", "consolidate", "tensorclass_state_dict", "tensorclass_load_state_dict"]
+__all__ = ["state_dict", "load_state_dict", "consolidate"]
 
 
 class _StateDict(OrderedDict):
@@ -148,15 +148,6 @@ def _has_tensor(entry) -> bool:
     inner = getattr(entry, "_storage", entry)
     entries = getattr(inner, "_tensordict", None)
     return isinstance(entries, dict) and any(_has_tensor(x) for x in entries.values())
-
-
-def tensorclass_state_dict(tc, destination, prefix, keep_vars, flatten):
-    sd = state_dict(tc._storage, destination, prefix, keep_vars, flatten=True)
-    return sd
-
-
-def tensorclass_load_state_dict(tc, sd, strict, assign):
-    load_state_dict(tc._storage, sd, strict=strict, assign=assign)
 
 
 # -- consolidate ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ itself is left untouched. Casting options are the tensorclass ones (``autocast``
 ``tensor_only``, ``frozen``, ``shadow``).
 
 Example:
+    >>> import dataclasses
     >>> @dataclasses.dataclass
     ... class Step:
     ...     reward: float
@@ -71,6 +72,7 @@ def from_dataclass(obj, *, dest_cls=None, auto_batch_size: bool = False, batch_d
     ``inplace=True`` (rewrite the dataclass type itself) is refused: tensorclasses are new classes.
 
     Example:
+        >>> import dataclasses
         >>> @dataclasses.dataclass
         ... class Point:
         ...     x: int
@@ -128,6 +130,8 @@ def tensordict_from_dataclass(cls, dataclass, dest_cls=None, auto_batch_size: bo
     (``as_tensorclass=True``: the tensorclass instance).
 
     Example:
+        >>> import dataclasses
+        >>> Point = dataclasses.make_dataclass("Point", [("x", int)])
         >>> TensorDict.from_dataclass(Point(3))["x"]
         tensor(3)
     """

@@ -8,12 +8,12 @@ stays a string and is retried at the next use. Annotations are code from the cla
 never data.
 
 Example:
-    >>> from __future__ import annotations
+    >>> from chatdata.td import TensorClass
     >>> class Pair(TensorClass):
-    ...     a: torch.Tensor | None
+    ...     a: "torch.Tensor | None"
     ...     b: "Pair"
-    >>> field_hints(Pair)["b"] is Pair
-    True
+    >>> field_hints(Pair)["b"] is Pair, is_tensor_hint(field_hints(Pair)["a"])
+    (True, True)
 """
 from __future__ import annotations
 
@@ -43,6 +43,13 @@ def _registry_names() -> dict:
 
 
 def _evaluate(text: str, globalns: dict, localns: dict):
+    out = _evaluate_once(text, globalns, localns)
+    if isinstance(out, str) and out != text:  # ``y: "MyClass"`` under ``from __future__ import annotations``
+        out = _evaluate_once(out, globalns, localns)
+    return out
+
+
+def _evaluate_once(text: str, globalns: dict, localns: dict):
     try:
         return eval(text, globalns, localns)  # noqa: S307 - the class's own annotation source
     except NameError:
@@ -63,7 +70,10 @@ def field_hints(cls) -> dict:
     Cached on the class once every annotation resolved.
 
     Example:
-        >>> field_hints(Pair)["a"]
+        >>> @tensorclass
+        ... class Box:
+        ...     a: "torch.Tensor | None"
+        >>> field_hints(Box)["a"]
         torch.Tensor | None
     """
     cached = cls.__dict__.get("_resolved_hints")
@@ -83,7 +93,12 @@ def field_hints(cls) -> dict:
 
 
 def union_args(hint) -> tuple | None:
-    """The members of ``X | Y`` / ``Optional[X]`` / ``Union[...]``; None for other hints."""
+    """The members of ``X | Y`` / ``Optional[X]`` / ``Union[...]``; None for other hints.
+
+    Example:
+        >>> union_args(torch.Tensor | None)
+        (<class 'torch.Tensor'>, <class 'NoneType'>)
+    """
     if typing.get_origin(hint) in _UNION_ORIGINS:
         return typing.get_args(hint)
     return None
@@ -91,7 +106,12 @@ def union_args(hint) -> tuple | None:
 
 def plain_class(hint):
     """The class a hint names (``TensorDict[str, Tensor]`` -> TensorDict); None for unions,
-    ``Any``, strings and other typing forms."""
+    ``Any``, strings and other typing forms.
+
+    Example:
+        >>> plain_class(TensorDict[str, torch.Tensor]) is TensorDict
+        True
+    """
     if isinstance(hint, type):
         return hint
     origin = typing.get_origin(hint)
@@ -106,7 +126,12 @@ def _is_none(hint) -> bool:
 
 def is_tensor_hint(hint) -> bool:
     """True for hints ``tensor_only`` accepts: Tensor (and ``torch.IntTensor``-style types),
-    TensorDict, tensorclasses, non-tensor wrappers, None, and unions or generics of those."""
+    TensorDict, tensorclasses, non-tensor wrappers, None, and unions or generics of those.
+
+    Example:
+        >>> is_tensor_hint(torch.IntTensor | None), is_tensor_hint(str)
+        (True, False)
+    """
     from .batched import Batched
 
     if _is_none(hint):
@@ -129,7 +154,12 @@ def _mentions(hint, predicate) -> bool:
 
 
 def is_tensordict_hint(hint) -> bool:
-    """True when the hint is TensorDict (or a subclass), possibly parameterized or in a union."""
+    """True when the hint is TensorDict (or a subclass), possibly parameterized or in a union.
+
+    Example:
+        >>> is_tensordict_hint(TensorDict[str, torch.Tensor] | None)
+        True
+    """
     from .tensordict import TensorDict
 
     return _mentions(hint, lambda c: issubclass(c, TensorDict))
@@ -137,7 +167,12 @@ def is_tensordict_hint(hint) -> bool:
 
 def is_non_tensor_hint(hint) -> bool:
     """True when the hint is ``NonTensorData`` / ``NonTensorStack`` (possibly in a union): such a
-    field is read as the stored wrapper, not its value."""
+    field is read as the stored wrapper, not its value.
+
+    Example:
+        >>> is_non_tensor_hint(NonTensorData)
+        True
+    """
     from .nontensor import NonTensorData, NonTensorStack
 
     return _mentions(hint, lambda c: issubclass(c, (NonTensorData, NonTensorStack)))

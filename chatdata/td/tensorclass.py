@@ -85,7 +85,7 @@ def _field_property(name: str, raw: bool = False):
         if isinstance(storage, TensorDict):
             value = storage._tensordict.get(name)
             if value is None and name in self.__dict__.get("_deleted", ()):
-                raise AttributeError(f"{type(self).__name__}.{name} was deleted")
+                raise AttributeError(name)
             return value if raw else _unwrap(value)
         try:  # a ragged storage: strings come back as nested lists
             return _unwrap(storage.get(name))
@@ -288,6 +288,8 @@ class TensorClass(Batched):
         # run on the storage; a TensorDict result with our fields comes back as this class
         if name.startswith("__") or name in ("_storage", "_field_names"):
             raise AttributeError(name)
+        if name in self.__dict__.get("_deleted", ()):
+            raise AttributeError(f"{type(self).__name__}.{name} was deleted (del); set it again to use it")
         storage = self.__dict__.get("_storage")
         if storage is None:
             raise AttributeError(name)

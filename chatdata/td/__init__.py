@@ -41,6 +41,7 @@ from .functional import lazy_stack  # noqa: E402  (tensordict's name; same as st
 from .dataclass_convert import from_dataclass, tensordict_from_dataclass as _td_from_dataclass  # noqa: E402
 
 TensorDict.from_dataclass = classmethod(_td_from_dataclass)
+from .testing import assert_allclose_td, print_directory_tree  # noqa: E402
 
 from .tensorclass_torch import install as _install_torch_functions  # noqa: E402
 
@@ -57,5 +58,5 @@ __all__ = [
     "TensorDict", "TensorClass", "tensorclass", "is_tensorclass", "NonTensorData", "NonTensorStack",
     "MemoryMappedTensor", "RaggedTensorDict", "set_list_to_stack", "list_to_stack", "LockedError",
     "BatchSizeError", "NestedKey", "unravel_key", "load_memmap", "TensorDictFuture", "FormatError",
-    "from_dataclass",
+    "from_dataclass", "assert_allclose_td", "print_directory_tree",
 ]

@@ -613,6 +613,11 @@ def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocas
             set_options(c, autocast=autocast or None, nocast=nocast or None, shadow=shadow or None,
                         frozen=frozen or None, tensor_only=tensor_only or None)
             return c
+        if "__dataclass_fields__" in c.__dict__:  # @tensorclass over @dataclass: as from_dataclass(c) (fields, methods)
+            from .dataclass_convert import from_dataclass
+
+            return from_dataclass(c, autocast=autocast, nocast=nocast, shadow=shadow, frozen=frozen,
+                                  tensor_only=tensor_only)
         namespace = {"__module__": c.__module__, "__qualname__": c.__qualname__, "__doc__": c.__doc__}
         return type(c.__name__, (c, TensorClass), namespace, autocast=autocast, nocast=nocast, shadow=shadow,
                     frozen=frozen, tensor_only=tensor_only)

@@ -115,3 +115,22 @@ def test_bad_input_is_refused_with_clear_errors():
         from_dataclass(Step(1, torch.zeros(1)), batch_size=[], auto_batch_size=True)
     with pytest.raises(TypeError, match="dest_cls"):
         from_dataclass(Step(1, torch.zeros(1)), dest_cls=dict)
+
+
+def test_tensorclass_decorator_over_a_dataclass_uses_its_fields_and_methods():
+    from chatdata import tensorclass
+
+    @tensorclass
+    @dataclasses.dataclass
+    class Pair:
+        x: torch.Tensor
+        tags: dict = dataclasses.field(default_factory=dict)
+        label: str = "a"
+
+        def total(self):
+            return self.x.sum()
+
+    p = Pair(x=torch.ones(3), batch_size=[3])
+    assert is_tensorclass(p) and p.batch_size == (3,)
+    assert p.label == "a" and p.tags == {} and p.total() == 3
+    assert p[1:].x.shape == (2,)

@@ -21,10 +21,12 @@ import typing
 import torch
 
 from .batched import Batched
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor, list_to_stack
+from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 from .tensordict import TensorDict
 from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options
 from .tensorclass_types import field_hints, is_non_tensor_hint
+from .tensorclass_state import tensorclass_load_state_dict, tensorclass_state_dict
+from .dataclass_convert import from_dataclass
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
@@ -447,18 +449,7 @@ class TensorClass(Batched):
         return self if kwargs.get("inplace") else self._from_storage(out)
 
     def _compare(self, other, op):
-        # as tensordict: a non-tensor field (a string, ...) is compared with a non-tensor value only;
-        # against a number or a tensor it is left out (reads None in the result)
-        other = other._storage if isinstance(other, TensorClass) else other
-        mine = self._storage
-        theirs = other._tensordict if isinstance(other, TensorDict) else {}
-        skip = [k for k, v in mine._tensordict.items() if is_non_tensor(v) and not is_non_tensor(theirs.get(k))] \
-            if isinstance(mine, TensorDict) else []
-        if skip:
-            mine = mine.exclude(*skip)
-            if isinstance(other, TensorDict):
-                other = other.exclude(*skip)
-        return self._wrap_result(mine._compare(other, op))
+        return self._wrap_result(self._storage._compare(other._storage if isinstance(other, TensorClass) else other, op))
 
     def __enter__(self):  # ``with tc.lock_():`` / ``with tc.unlock_():``
         self._storage.__enter__()
@@ -574,14 +565,10 @@ class TensorClass(Batched):
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False, flatten: bool = True):
         """Tensor fields by dot-separated key; class, batch size and non-tensor fields in
         ``_metadata`` (``flatten=False``: nested dicts). See :mod:`chatdata.td.tensorclass_state`."""
-        from .tensorclass_state import tensorclass_state_dict
-
         return tensorclass_state_dict(self, destination, prefix, keep_vars, flatten)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False, from_flatten: bool = False):
         """Load a flat, nested or legacy state dict in place; checked before anything changes."""
-        from .tensorclass_state import tensorclass_load_state_dict
-
         return tensorclass_load_state_dict(self, state_dict, strict, assign)
 
     def __getstate__(self):
@@ -614,8 +601,6 @@ def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocas
                         frozen=frozen or None, tensor_only=tensor_only or None)
             return c
         if "__dataclass_fields__" in c.__dict__:  # @tensorclass over @dataclass: as from_dataclass(c) (fields, methods)
-            from .dataclass_convert import from_dataclass
-
             return from_dataclass(c, autocast=autocast, nocast=nocast, shadow=shadow, frozen=frozen,
                                   tensor_only=tensor_only)
         namespace = {"__module__": c.__module__, "__qualname__": c.__qualname__, "__doc__": c.__doc__}

@@ -27,32 +27,11 @@ from .tensorclass_options import cast_value, check_tensor_only, options_base, se
 from .tensorclass_types import field_hints, is_non_tensor_hint
 from .tensorclass_state import tensorclass_load_state_dict, tensorclass_state_dict
 from .dataclass_convert import from_dataclass
+from .tensorclass_registry import _REGISTRY, register_tensorclass, registered_tensorclass
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
 _MISSING = dataclasses.MISSING
-
-# "module.Qualname" -> class, filled as tensorclasses are defined. Loading resolves saved class
-# names here only: it never imports a module named by the data.
-_REGISTRY: dict = {}
-
-
-def register_tensorclass(name: str, cls) -> None:
-    """Make saved data whose class is ``name`` load as ``cls`` (e.g. another library's name
-    for an equivalent class).
-
-    Example:
-        >>> register_tensorclass("otherlib.Sample", Sample)  # doctest: +SKIP
-    """
-    if not (isinstance(cls, type) and issubclass(cls, TensorClass)):
-        raise TypeError(f"register_tensorclass needs a tensorclass, got {cls!r}")
-    _REGISTRY[name] = cls
-
-
-def registered_tensorclass(name: str):
-    """The tensorclass registered (or defined) under ``module.Qualname``, or None."""
-    return _REGISTRY.get(name)
-
 
 def is_tensorclass(obj) -> bool:
     """``True`` for tensorclass instances and classes."""

@@ -69,7 +69,7 @@ def _is_tensor_string(ann: str) -> bool:
     """Best effort for an annotation that could not be evaluated (a forward reference)."""
     import re
 
-    from .tensorclass import _REGISTRY
+    from .tensorclass_registry import _REGISTRY
 
     tc_names = {c.__name__ for c in _REGISTRY.values()}
     parts = [p.strip() for p in re.split(r"[|,\[\]]", ann) if p.strip() and p.strip() not in ("Optional", "Union", "typing.Optional", "typing.Union")]
@@ -95,7 +95,7 @@ def _string_target(cls, ann: str):
     name = ann.strip().strip("'\"").replace("Optional[", "").rstrip("]").split("|")[0].strip()
     if name == cls.__name__:
         return cls
-    from .tensorclass import _REGISTRY
+    from .tensorclass_registry import _REGISTRY
 
     for c in reversed(list(_REGISTRY.values())):
         if c.__name__ == name:

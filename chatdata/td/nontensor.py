@@ -49,7 +49,34 @@ def _device(device):
     return None if device is None else torch.device(device)
 
 
-class NonTensorData(Batched):
+class _StateFlags:
+    """Lock, shared and memory-mapped flags of a non-tensor container (instance attributes
+    shadow the class defaults once set)."""
+
+    _is_shared = False
+    _is_memmap = False
+    _is_locked = False
+
+    @property
+    def is_locked(self) -> bool:
+        return self._is_locked
+
+    def is_shared(self) -> bool:
+        return self._is_shared
+
+    def is_memmap(self) -> bool:
+        return self._is_memmap
+
+    def lock_(self):
+        self._is_locked = True
+        return self
+
+    def unlock_(self):
+        self._is_locked = False
+        return self
+
+
+class NonTensorData(_StateFlags, Batched):
     """One non-tensor value (a string, a dict, ...) shared by every element of a batch.
 
     Example:
@@ -93,24 +120,6 @@ class NonTensorData(Batched):
     @property
     def _tensordict(self):
         # tensordict keeps a NonTensorData's state on an inner TensorDict; ours is on self
-        return self
-
-    @property
-    def is_locked(self) -> bool:
-        return self._is_locked
-
-    def is_shared(self) -> bool:
-        return self._is_shared
-
-    def is_memmap(self) -> bool:
-        return self._is_memmap
-
-    def lock_(self):
-        self._is_locked = True
-        return self
-
-    def unlock_(self):
-        self._is_locked = False
         return self
 
     def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
@@ -285,7 +294,7 @@ class NonTensorData(Batched):
         return self
 
 
-class NonTensorStack(ColumnMethods, Batched):
+class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     """One non-tensor value per batch element, held as a column (pool + index tensor).
 
     Build it from NonTensorData items (``NonTensorStack(a, b)``) or from a (nested) list with
@@ -433,24 +442,6 @@ class NonTensorStack(ColumnMethods, Batched):
     _is_shared = False
     _disk = None  # a writethrough.ValueLink when loaded from a folder of its own
     _in_memmap = False  # a view of a memory-mapped stack
-
-    @property
-    def is_locked(self) -> bool:
-        return self._is_locked
-
-    def lock_(self):
-        self._is_locked = True
-        return self
-
-    def unlock_(self):
-        self._is_locked = False
-        return self
-
-    def is_memmap(self) -> bool:
-        return self._is_memmap
-
-    def is_shared(self) -> bool:
-        return self._is_shared
 
     def __setitem__(self, index, value):
         if self._in_memmap:

@@ -28,6 +28,7 @@ from .tensorclass_types import field_hints, is_non_tensor_hint
 from .tensorclass_state import tensorclass_load_state_dict, tensorclass_state_dict
 from .dataclass_convert import from_dataclass
 from .tensorclass_registry import _REGISTRY, register_tensorclass, registered_tensorclass
+from .keys import GENERIC_NESTED_ERR, is_valid_key
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
@@ -328,9 +329,7 @@ class TensorClass(Batched):
         """A field's value (nested keys go into nested collections); ``default`` (None when
         not given) for a missing one. ``get("batch_size")`` / ``"device"`` / ``"names"`` / ``"shape"``
         give those attributes when no field has that name."""
-        from .keys import GENERIC_NESTED_ERR, is_valid_key
-
-        if not is_valid_key(key):
+        if type(key) is not str and not is_valid_key(key):  # a str is always valid: skip the check
             raise KeyError(GENERIC_NESTED_ERR.format(key))
         try:
             return _unwrap(self._storage._get_raw(key))

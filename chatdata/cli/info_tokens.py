@@ -52,9 +52,10 @@ def token_set_stats(path) -> dict:
     from ..td import FormatError
     from ..train import TokenDataset
 
+    from ..train import ConcatTokenDataset
+
     try:
-        paths = open_dataset(path).shard_paths() if is_sharded(path) else [path]
-        sets = [TokenDataset(p) for p in paths]
+        sets = ConcatTokenDataset(open_dataset(path)).parts if is_sharded(path) else [TokenDataset(path)]
     except (ValueError, TypeError, FileNotFoundError, FormatError) as err:
         raise CLIError(str(err)) from None
     empty = torch.zeros(0, dtype=torch.int64)

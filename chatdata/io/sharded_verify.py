@@ -56,8 +56,12 @@ def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
     total = 0
     for k, entry in enumerate(manifest["shards"]):
         shard = root / entry["path"]
-        named.add(shard.resolve())
         total += entry["items"]
+        if shard.resolve() in named:
+            report.problems.append(Problem(str(root / MANIFEST), f"names shard {entry['path']!r} twice (shard {k}): "
+                                                                 "readers would return its items twice"))
+            continue
+        named.add(shard.resolve())
         part = verify(shard, checksums=checksums)
         _merge(report, part)
         if part.ok:

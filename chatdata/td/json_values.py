@@ -57,3 +57,23 @@ def _check_key_text(key: str) -> None:
         key.encode("utf-8")
     except UnicodeEncodeError as err:
         raise ValueError(f"cannot save the key {key!r}: it {_surrogate_message(err)}") from None
+
+
+def _check_surrogates(values, positional: bool) -> None:
+    """Raise ``_SurrogateAt`` for the first str of ``values`` holding a lone surrogate (one
+    C-speed encode when there is none); its index is the item's when ``positional``."""
+    strs = [v for v in values if isinstance(v, str)]
+    try:
+        "".join(strs).encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = next(i for i, v in enumerate(values) if isinstance(v, str) and _has_surrogate(v))
+        raise _SurrogateAt(bad if positional else None, _surrogate_message(err)) from None
+
+
+def _first_surrogate(stack):
+    """Flat position of the first item holding a lone surrogate (the error path only), or None."""
+    try:
+        flat = stack.reshape(-1).tolist()
+    except Exception:  # noqa: BLE001 - the message then names no item
+        return None
+    return next((i for i, v in enumerate(flat) if isinstance(v, str) and _has_surrogate(v)), None)

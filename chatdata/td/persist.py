@@ -42,7 +42,7 @@ from .integrity import LoadedRagged, check_offsets, check_version, parse_meta
 from .tempdirs import WriterTemp, remove_orphans
 from .nested_persist import load_nested, nested_meta, nested_parts
 from .writethrough import link_value
-from .json_values import _SurrogateAt, _check_key_text, _entry_value, _has_surrogate, _surrogate_message  # noqa: F401
+from .json_values import _SurrogateAt, _check_key_text, _check_surrogates, _entry_value, _first_surrogate, _has_surrogate, _surrogate_message  # noqa: F401
 from .keys import key_to_filename
 from .memmap import MemoryMappedTensor, map_file
 from .nontensor import NonTensorData, NonTensorStack
@@ -184,6 +184,10 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
             # a freshly built column: stream its values to the file, no packed copy in memory
             kind, nbytes = _write_values(pool._list, data_path, off_path, sums)
         else:
+            # strings added in memory (a list pool, or values appended to a loaded one) must be
+            # valid UTF-8 on disk: packing keeps lone surrogates, the format does not
+            _check_surrogates(pool._list if pool._list is not None else pool._extras,
+                              pool._list is not None and ids is not None and ids == range(len(pool)))
             if ids is not None and ids == range(len(pool)):  # the stack is its pool, in order
                 packed = pool.packed()  # a packed pool (e.g. a loaded column) is written as it is
             else:
@@ -194,7 +198,9 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
     except TypeError as err:
         raise TypeError(f"cannot save {where}: {err}") from None
     except _SurrogateAt as err:
-        raise ValueError(f"cannot save {where}: item {err.index} {err.message}") from None
+        index = err.index if err.index is not None else _first_surrogate(stack)
+        what = "a value written into it in memory" if index is None else f"item {index}"
+        raise ValueError(f"cannot save {where}: {what} {err.message}") from None
     return {
         "kind": "strings",
         "encoding": kind,

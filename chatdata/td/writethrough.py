@@ -32,8 +32,10 @@ Example:
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import uuid
 from pathlib import Path
 
@@ -50,6 +52,7 @@ __all__ = ["ValueLink", "link_value", "write_value", "write_stack", "TEMP_PREFIX
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO named meta.json must not block the update
 
 
 class ValueLink:
@@ -60,7 +63,8 @@ class ValueLink:
     __slots__ = ("folder", "key", "ident", "durable")
 
     def __init__(self, folder: Path, key: str, ident: tuple, durable: bool = False):
-        self.folder, self.key, self.ident, self.durable = Path(folder), key, ident, durable
+        # absolute: a later os.chdir must not point the link at another folder
+        self.folder, self.key, self.ident, self.durable = Path(folder).absolute(), key, ident, durable
 
     def __repr__(self) -> str:
         return f"ValueLink({str(self.folder)!r}, {self.key!r})"
@@ -130,7 +134,15 @@ def write_value(link: ValueLink, value) -> bool:
             return _detached(link)  # another save took the path: its folder is not ours to edit
         try:
             return _replace_value(fd, link, value, where)
-        except (FileNotFoundError, FormatError):
+        except PermissionError as err:  # a read-only folder or mount: like its mapped tensors, memory only
+            return _read_only(link, err)
+        except OSError as err:
+            if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return _read_only(link, err)
+            if isinstance(err, FileNotFoundError) and os.fstat(fd).st_nlink == 0:
+                return _detached(link)
+            raise
+        except FormatError:
             if os.fstat(fd).st_nlink == 0:  # a concurrent save swapped the folder out and deleted it
                 return _detached(link)
             raise
@@ -141,7 +153,7 @@ def write_value(link: ValueLink, value) -> bool:
 def _replace_value(fd: int, link: ValueLink, value, where: str) -> bool:
     """Under the folder lock: ``meta.json`` with the entry's new value, via a temporary file."""
     meta_path = link.folder / "meta.json"
-    meta = _read_meta(fd, meta_path)
+    meta, mode = _read_meta(fd, meta_path)
     entries = meta.get("entries") if meta.get("format") == "chatdata" else None
     entry = entries.get(link.key) if isinstance(entries, dict) else None
     if not isinstance(entry, dict) or entry.get("kind") != "value":
@@ -150,9 +162,10 @@ def _replace_value(fd: int, link: ValueLink, value, where: str) -> bool:
     raw = _dumps(meta)
     _remove_leftovers(fd)  # files of killed updates (we hold the lock: no live writer has one)
     tmp = f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}"
-    tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644, dir_fd=fd)
+    tfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=fd)
     try:
         try:
+            os.fchmod(tfd, mode)  # the new meta.json keeps the old one's permissions
             view = memoryview(raw)
             while view:
                 view = view[os.write(tfd, view):]
@@ -189,16 +202,31 @@ def _detached(link: ValueLink) -> bool:
     return False
 
 
+def _read_only(link: ValueLink, err: OSError) -> bool:
+    import warnings
+
+    what = "the stack" if link.key is None else f"entry {link.key!r}"
+    warnings.warn(
+        f"{link.folder} cannot be written ({err.strerror or err}): the update of {what} stays in memory only, "
+        "as writes into its memory-mapped tensors do (a read-only folder maps them copy-on-write). Save it "
+        "elsewhere with memmap(path) to keep it",
+        DetachedWriteWarning, stacklevel=4)
+    return False
+
+
 def _read_meta(fd: int, where: Path) -> dict:
     from .integrity import parse_meta
 
     try:
-        mfd = os.open("meta.json", os.O_RDONLY | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+        mfd = os.open("meta.json", os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK, dir_fd=fd)
     except FileNotFoundError:
         raise FormatError(f"{where} is missing; cannot write the update through") from None
     except OSError as err:
         raise FormatError(f"{where} cannot be opened ({err}); links are refused inside a dataset") from None
     try:
+        st = os.fstat(mfd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FormatError(f"{where} is not a regular file; cannot write the update through")
         chunks = []
         while True:
             b = os.read(mfd, 1 << 20)
@@ -207,7 +235,7 @@ def _read_meta(fd: int, where: Path) -> dict:
             chunks.append(b)
     finally:
         os.close(mfd)
-    return parse_meta(b"".join(chunks), where)
+    return parse_meta(b"".join(chunks), where), stat.S_IMODE(st.st_mode)
 
 
 def _remove_leftovers(fd: int) -> None:

@@ -12,12 +12,27 @@ Example:
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
 from .dataset import TokenDataset, TokenRows
 
 __all__ = ["ConcatTokenDataset"]
+
+
+def _is_empty(source) -> bool:
+    """A token set (folder or ragged stack) with no sequences; errors are left to TokenDataset."""
+    if isinstance(source, (str, Path)):
+        from ..td import load_memmap
+
+        try:
+            source = load_memmap(source)
+        except Exception:  # TokenDataset reports what is wrong with it
+            return False
+    offsets = getattr(source, "offsets", None)
+    return isinstance(offsets, torch.Tensor) and offsets.numel() == 1
 
 
 class ConcatTokenDataset(torch.utils.data.Dataset):
@@ -55,10 +70,10 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
                     raise ValueError("a TokenDataset part has max_length="
                                      f"{s.max_length}, but ConcatTokenDataset was given max_length={max_length}")
                 parts.append(s)
-            else:
+            elif not _is_empty(s):  # an empty shard adds nothing (a sharded set may hold one)
                 parts.append(TokenDataset(s, max_length=max_length))
         if not parts:
-            raise ValueError(f"{where} holds no token set: an empty token set cannot be trained on")
+            raise ValueError(f"{where} holds no sequences: an empty token set cannot be trained on")
         self.parts = parts
         self.max_length = max_length
         counts = np.array([len(p) for p in parts], dtype=np.int64)

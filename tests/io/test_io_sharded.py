@@ -232,7 +232,15 @@ def test_concat_token_dataset_reads_a_sharded_token_set_as_one(tmp_path):
         ds.__getitems__([0, 9])
     with pytest.raises(TypeError, match="int or a 0-d integer tensor"):
         ds[1.5]
-    with pytest.raises(ValueError, match="holds no token set"):
+    with pytest.raises(ValueError, match="holds no sequences"):
         ConcatTokenDataset(open_dataset(tmp_path / "empty", mode="a"))
+    # an empty shard (a sharded set may hold one) adds nothing
+    mixed = open_dataset(tmp_path / "mixed", mode="a")
+    mixed.append(History.from_chats(chats[:4]).apply_chat_template(**kw))
+    mixed.append(History.from_chats(chats[:4]).apply_chat_template(**kw)[0:0])
+    mixed.append(History.from_chats(chats[4:]).apply_chat_template(**kw))
+    assert open_dataset(tmp_path / "mixed").num_shards == 3
+    both = ConcatTokenDataset(open_dataset(tmp_path / "mixed"))
+    assert len(both) == 9 and torch.equal(both.lengths, whole.lengths)
     with pytest.raises(TypeError, match="a list of token sets or a sharded dataset"):
         ConcatTokenDataset(str(tmp_path / "tokens"))

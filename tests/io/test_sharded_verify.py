@@ -39,3 +39,16 @@ def test_an_empty_sharded_dataset_is_whole(tmp_path):
     open_dataset(tmp_path / "e", mode="a")
     report = verify_dataset(tmp_path / "e")
     assert report.ok and report.files == 0
+
+
+def test_a_shard_named_twice_is_a_problem(tmp_path):
+    import json
+
+    ds = open_dataset(tmp_path / "s", mode="a")
+    ds.append(_chats(2, "a"))
+    m = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    m["shards"].append(dict(m["shards"][0]))
+    m["items"] = 4
+    (tmp_path / "s" / "manifest.json").write_text(json.dumps(m))
+    report = verify_dataset(tmp_path / "s")
+    assert not report.ok and any("twice" in p.message for p in report.problems)

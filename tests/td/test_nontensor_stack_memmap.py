@@ -122,3 +122,15 @@ def test_sigkilled_stack_updates_leave_a_whole_folder(tmp_path):
     assert len(set(load_memmap(path, verify=True).tolist())) == 1
     NonTensorStack("after").memmap(path)  # a kill's temporary folder never blocks the next save
     assert verify(path).ok and load_memmap(path).tolist() == ["after"]
+
+
+def test_a_lone_surrogate_written_into_a_stack_is_refused_at_save(tmp_path):
+    """Every saved string file is valid UTF-8: values set in memory are checked as a fresh column's are."""
+    from chatdata.td import NonTensorStack, load_memmap
+
+    with pytest.raises(ValueError, match=r"item 0 holds a lone surrogate"):
+        TensorDict({"s": NonTensorStack("\udc00", "b")}, [2]).memmap(tmp_path / "a")
+    s = NonTensorStack("a", "b", "c").memmap_(tmp_path / "s")
+    with pytest.raises(ValueError, match="item 0 holds a lone surrogate"):
+        s[0] = "\udc00"
+    assert load_memmap(tmp_path / "s").tolist() == ["a", "b", "c"] and s.tolist() == ["a", "b", "c"]

@@ -294,3 +294,76 @@ def test_updates_racing_another_process_saving_over_the_folder_never_fail(tmp_pa
         os.waitpid(pid, 0)
         os.close(rfd)
     assert verify(path).ok
+
+
+def test_a_relative_load_path_keeps_writing_to_its_folder_after_chdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    TensorDict({"a": NonTensorData("orig")}, []).memmap("ds")
+    td = load_memmap("ds")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    td.get("a").update_(NonTensorData("new"))
+    assert load_memmap(tmp_path / "ds")["a"] == "new"
+
+
+def test_the_new_meta_json_keeps_the_old_permissions(tmp_path):
+    td = TensorDict({"a": NonTensorData("orig")}, []).memmap(tmp_path / "ds")
+    os.chmod(tmp_path / "ds" / "meta.json", 0o600)
+    td.get("a").update_(NonTensorData("new"))
+    assert (os.stat(tmp_path / "ds" / "meta.json").st_mode & 0o777) == 0o600
+    assert load_memmap(tmp_path / "ds")["a"] == "new"
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_meta_json_that_is_not_a_file_is_a_clear_error(tmp_path, kind):
+    td = TensorDict({"a": NonTensorData("orig")}, []).memmap(tmp_path / "ds")
+    meta = tmp_path / "ds" / "meta.json"
+    meta.unlink()
+    meta.mkdir() if kind == "folder" else os.mkfifo(meta)
+    with pytest.raises(FormatError, match="is not a regular file"):
+        td.get("a").update_(NonTensorData("new"))  # never blocks on a FIFO
+
+
+def test_a_read_only_folder_keeps_the_update_in_memory_with_a_warning(tmp_path):
+    """As writes into its memory-mapped tensors do (copy-on-write): no raw PermissionError."""
+    import warnings
+
+    TensorDict({"a": NonTensorData("orig"), "x": torch.zeros(2)}, []).memmap(tmp_path / "ds")
+    modes = {}
+    p = tmp_path  # let an unprivileged user reach the folder; make the folder and its files read-only
+    while p != p.parent and os.stat(p).st_uid == os.geteuid():
+        modes[p] = os.stat(p).st_mode
+        os.chmod(p, modes[p] | 0o005)
+        p = p.parent
+    for f in [tmp_path / "ds", *(tmp_path / "ds").iterdir()]:
+        modes[f] = os.stat(f).st_mode
+        os.chmod(f, 0o555 if f.is_dir() else 0o444)
+    try:
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child: a user for whom the folder is read-only
+            code = 3
+            try:
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                td = load_memmap(tmp_path / "ds")
+                with warnings.catch_warnings(record=True) as seen:
+                    warnings.simplefilter("always")
+                    td.get("a").update_(NonTensorData("new"))
+                ok = td["a"] == "new" and any(issubclass(w.category, DetachedWriteWarning)
+                                              and "cannot be written" in str(w.message) for w in seen)
+                code = 0 if ok else 2
+            except BaseException as err:
+                os.write(wfd, repr(err).encode()[:500])
+            finally:
+                os._exit(code)
+        os.close(wfd)
+        _, status = os.waitpid(pid, 0)
+        msg = os.read(rfd, 1000).decode()
+        os.close(rfd)
+    finally:
+        for path, mode in modes.items():
+            os.chmod(path, mode)
+    assert os.WEXITSTATUS(status) == 0, msg
+    assert load_memmap(tmp_path / "ds")["a"] == "orig"

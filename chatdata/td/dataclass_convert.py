@@ -4,7 +4,9 @@ The new class has the dataclass's fields (annotations, defaults, ``field(default
 and the methods written in its body (``__post_init__`` too); the dataclass's generated
 ``__init__`` / ``__repr__`` / ``__eq__`` are replaced by the tensorclass ones. The dataclass
 itself is left untouched. Casting options are the tensorclass ones (``autocast``, ``nocast``,
-``tensor_only``, ``frozen``, ``shadow``).
+``tensor_only``, ``frozen``, ``shadow``). The class is built once per (dataclass, options) and
+cached (weakly keyed by the dataclass): converted instances of one dataclass share their class,
+so they stack.
 
 Example:
     >>> import dataclasses
@@ -22,7 +24,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import threading
 import typing
+import weakref
 
 import torch
 
@@ -33,6 +37,22 @@ _GENERATED = {"__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__de
               "__gt__", "__ge__", "__match_args__", "__dataclass_fields__", "__dataclass_params__",
               "__getstate__", "__setstate__", "__slots__", "__weakref__", "__dict__", "__annotations__",
               "__module__", "__qualname__", "__doc__"}
+
+# dataclass -> {options: tensorclass}; weak so a dropped dataclass (and its tensorclass) can go
+_CACHE: "weakref.WeakKeyDictionary[type, dict]" = weakref.WeakKeyDictionary()
+_CACHE_LOCK = threading.RLock()
+
+
+def _cached_class(dc: type, options: dict) -> type:
+    key = tuple(sorted(options.items()))
+    per_dc = _CACHE.get(dc)
+    if per_dc is not None and key in per_dc:
+        return per_dc[key]
+    with _CACHE_LOCK:
+        per_dc = _CACHE.setdefault(dc, {})
+        if key not in per_dc:
+            per_dc[key] = _class_from_dataclass(dc, options)
+        return per_dc[key]
 
 
 def _class_from_dataclass(dc: type, options: dict) -> type:
@@ -70,6 +90,7 @@ def from_dataclass(obj, *, dest_cls=None, auto_batch_size: bool = False, batch_d
     to the leading dims the tensor fields share (``batch_dims`` limits how many). A tensorclass type
     is returned as it is. Nested dataclass instances in fields become tensorclass instances too.
     ``inplace=True`` (rewrite the dataclass type itself) is refused: tensorclasses are new classes.
+    The class is cached per (dataclass, options): every call returns the same one.
 
     Example:
         >>> import dataclasses
@@ -80,6 +101,8 @@ def from_dataclass(obj, *, dest_cls=None, auto_batch_size: bool = False, batch_d
         tensor(3)
         >>> from_dataclass(Point, autocast=True)(x=3.0).x
         3
+        >>> type(from_dataclass(Point(1))) is type(from_dataclass(Point(2))) is from_dataclass(Point)
+        True
     """
     from .tensorclass import TensorClass
 
@@ -92,7 +115,7 @@ def from_dataclass(obj, *, dest_cls=None, auto_batch_size: bool = False, batch_d
         if inplace:
             raise TypeError("from_dataclass(inplace=True) is not supported: chatdata builds a new tensorclass and "
                             "leaves the dataclass unchanged; use the returned class")
-        return _class_from_dataclass(obj, options)
+        return _cached_class(obj, options)
     if not dataclasses.is_dataclass(obj):
         raise TypeError(f"from_dataclass expects a dataclass type or instance, got a {type(obj).__name__}")
     if auto_batch_size and batch_size is not None:

@@ -10,9 +10,11 @@ Layout (as tensordict's tensorclasses write it):
 - legacy (older tensordict): ``{"_tensordict": {..., "__batch_size", "__device"},
   "_non_tensordict": {...}}`` loads too.
 
-Loading checks every key against the class's fields and every in-place copy's shape before it
-changes anything: a bad state dict raises ``KeyError`` / ``RuntimeError`` and leaves the
-object as it was. ``_type`` is informational; it is resolved through the tensorclass registry
+Loading checks every key against the class's fields, every in-place copy's shape, every node's
+``batch_size`` (a list of ints >= 0, a prefix of its tensors' shapes and starting with its
+parent's) and that no non-tensor value replaces a tensor or a collection (unless ``assign=True``)
+before it changes anything: a bad state dict raises ``KeyError`` / ``RuntimeError`` /
+``TypeError`` / ``BatchSizeError`` and leaves the object as it was. ``_type`` is informational; it is resolved through the tensorclass registry
 only (no import, no unpickling).
 
 Example:
@@ -35,6 +37,8 @@ from collections.abc import Mapping
 
 import torch
 
+from .batched import BatchSizeError
+from .convert import check_batch
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from .state import _StateDict, _non_tensor_entry
 
@@ -100,11 +104,17 @@ def _write(obj, out, metadata, prefix, keep_vars, flatten):
 class _Node:
     """One collection of a state dict: its tensors, non-tensor values, children and metadata."""
 
-    def __init__(self, meta=None):
+    def __init__(self, meta=None, where: str = ""):
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError(f"state-dict metadata of {where or '<root>'!r} is a {type(meta).__name__}, expected a mapping")
         self.meta = dict(meta or {})
         self.tensors: dict = {}
         self.children: dict = {}
-        self.non_tensor = dict(self.meta.pop("_non_tensor", None) or {})
+        non_tensor = self.meta.pop("_non_tensor", None) or {}
+        if not isinstance(non_tensor, Mapping):
+            raise TypeError(f"state-dict metadata '_non_tensor' of {where or '<root>'!r} is a "
+                            f"{type(non_tensor).__name__}, expected a mapping")
+        self.non_tensor = dict(non_tensor)
 
 
 def _parse_nested(sd, meta) -> _Node:
@@ -122,6 +132,9 @@ def _parse_nested(sd, meta) -> _Node:
 def _parse(sd) -> _Node:
     if isinstance(sd.get("_tensordict"), Mapping) and "_non_tensordict" in sd:  # legacy layout
         node = _parse_nested(sd["_tensordict"], None)
+        if not isinstance(sd["_non_tensordict"] or {}, Mapping):
+            raise TypeError(f"state-dict entry '_non_tensordict' is a {type(sd['_non_tensordict']).__name__}, "
+                            "expected a mapping (legacy layout)")
         node.non_tensor.update(sd["_non_tensordict"] or {})
         extra = set(sd) - {"_tensordict", "_non_tensordict"}
         if extra:
@@ -135,7 +148,7 @@ def _parse(sd) -> _Node:
     nodes = {"": root}
     for path in sorted((p for p in metadata if p), key=lambda p: p.count(".")):
         parent = nodes.get(path.rpartition(".")[0], root)
-        nodes[path] = parent.children.setdefault(path.rpartition(".")[2], _Node(metadata[path]))
+        nodes[path] = parent.children.setdefault(path.rpartition(".")[2], _Node(metadata[path], path))
     for key, value in sd.items():
         node, parts = root, key.split(".")
         for i, p in enumerate(parts[:-1]):
@@ -167,7 +180,30 @@ def _child_class(target, key, node):
     return saved or TensorDict
 
 
-def _check(target, node, strict: bool, assign: bool, where: str) -> None:
+def _new_batch_size(target, node, where: str, parent_bs):
+    """The batch size ``node`` gives ``target`` once loaded, checked against the metadata's form,
+    the entries ``target`` holds (the setter checks them before any copy) and the parent's."""
+    bs = node.meta.get("batch_size")
+    path = where[:-1] or "<root>"
+    if bs is not None:
+        if not isinstance(bs, (list, tuple)) or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in bs):
+            raise BatchSizeError(f"state-dict metadata of {path!r}: batch_size must be a list of ints >= 0, got {bs!r}")
+        bs = torch.Size(bs)
+        if not isinstance(target, type):
+            for k, v in _storage(target)._tensordict.items():
+                check_batch(where + k, v, bs)
+    elif not isinstance(target, type):
+        bs = _storage(target).batch_size
+    else:
+        bs = parent_bs
+    if parent_bs is not None and tuple(bs[: len(parent_bs)]) != tuple(parent_bs):
+        raise BatchSizeError(f"state-dict entry {path!r} has batch size {tuple(bs)}, which does not start with its "
+                             f"parent's {tuple(parent_bs)}")
+    return bs
+
+
+def _check(target, node, strict: bool, assign: bool, where: str, parent_bs=None) -> None:
     """Raise before anything changes when ``node`` does not fit ``target`` (an object or, for a
     collection still to be created, its class)."""
     fields = _fields_of(target)
@@ -176,6 +212,13 @@ def _check(target, node, strict: bool, assign: bool, where: str) -> None:
         if fields is not None and key not in fields:
             raise KeyError(f"Key {where + key!r} wasn't expected in the state-dict: {name} has the fields {list(fields)}")
     entries = {} if isinstance(target, type) else _storage(target)._tensordict
+    bs = _new_batch_size(target, node, where, parent_bs)
+    for key in node.non_tensor:
+        current = entries.get(key)
+        if current is not None and not is_non_tensor(current) and not assign:
+            what = "a tensor" if isinstance(current, torch.Tensor) else "a collection"
+            raise RuntimeError(f"state-dict non-tensor entry {where + key!r} would replace {name}.{key}, which is "
+                               f"{what} (pass assign=True to replace it)")
     for key, value in node.tensors.items():
         if value is not None and not isinstance(value, torch.Tensor):
             raise TypeError(f"state-dict entry {where + key!r} is a {type(value).__name__}, expected a tensor")
@@ -185,12 +228,14 @@ def _check(target, node, strict: bool, assign: bool, where: str) -> None:
                                f"{name} field has {tuple(current.shape)} (pass assign=True to replace it)")
         if current is not None and not isinstance(current, torch.Tensor) and not is_non_tensor(current):
             raise RuntimeError(f"state-dict entry {where + key!r} is a tensor, {name}.{key} is a collection")
+        if value is not None:
+            check_batch(where + key, value, bs)
     for key, child in node.children.items():
         current = entries.get(key)
         if current is not None and (isinstance(current, torch.Tensor) or is_non_tensor(current)):
             raise RuntimeError(f"state-dict entry {where + key!r} is a collection, {name}.{key} is not")
         _check(current if current is not None else _child_class(target, key, child), child, strict, assign,
-               where + key + ".")
+               where + key + ".", bs)
     if strict and not isinstance(target, type):
         missing = [k for k, v in entries.items() if isinstance(v, torch.Tensor) and k not in node.tensors]
         if missing:

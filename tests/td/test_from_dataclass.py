@@ -134,3 +134,22 @@ def test_tensorclass_decorator_over_a_dataclass_uses_its_fields_and_methods():
     assert is_tensorclass(p) and p.batch_size == (3,)
     assert p.label == "a" and p.tags == {} and p.total() == 3
     assert p[1:].x.shape == (2,)
+
+
+def test_instances_of_one_dataclass_convert_to_one_class_and_stack():
+    a = from_dataclass(Step(reward=1, obs=torch.zeros(2)))
+    b = from_dataclass(Step(reward=2, obs=torch.ones(2)))
+    assert type(a) is type(b) is from_dataclass(Step)
+    stacked = torch.stack([a, b])
+    assert stacked.reward.tolist() == [1, 2] and stacked.obs.shape == (2, 2)
+    # other options: another (cached) class; the cache does not keep a dropped dataclass alive
+    assert from_dataclass(Step, autocast=True) is from_dataclass(Step, autocast=True) is not from_dataclass(Step)
+    import gc
+    import weakref
+
+    P = dataclasses.make_dataclass("P", [("a", torch.Tensor)])
+    from_dataclass(P(torch.zeros(1)))
+    ref = weakref.ref(P)
+    del P
+    gc.collect()
+    assert ref() is None

@@ -175,3 +175,61 @@ def test_assign_replaces_tensors_of_another_shape():
     tc = _tree()
     tc.load_state_dict({"x": torch.zeros(7), "y.x": torch.zeros(7)}, assign=True)
     assert tc.x.shape == (7,) and tc.y.x.shape == (7,)
+
+
+def _batched_tree():
+    return Node(x=torch.zeros(2), z="root", y=Node(x=torch.zeros(2), z="leaf", batch_size=[2]), batch_size=[2])
+
+
+def _sd_with(tensors, metadata):
+    sd = _batched_tree().state_dict()
+    sd.clear()
+    sd.update(tensors)
+    sd._metadata = metadata
+    return sd
+
+
+def _refused_and_unchanged(sd, exc, match, strict=True):
+    tc = _batched_tree()
+    snap = _snapshot(tc)
+    with pytest.raises(exc, match=match):
+        tc.load_state_dict(sd, strict=strict)
+    assert _unchanged(tc, snap) and list(tc.batch_size) == [2] and list(tc.y.batch_size) == [2]
+
+
+def test_bad_child_batch_size_is_refused_before_the_root_changes():
+    sd = _sd_with({"x": torch.ones(2), "y.x": torch.ones(2)},
+                  {"": {"batch_size": [2], "_non_tensor": {"z": "NEW"}}, "y": {"batch_size": [3]}})
+    _refused_and_unchanged(sd, ValueError, "y.x")
+
+
+@pytest.mark.parametrize("bs", ["ab", [-1], [1.5], [True]])
+def test_malformed_batch_size_metadata_is_refused(bs):
+    sd = _sd_with({"x": torch.ones(2), "y.x": torch.ones(2)}, {"y": {"batch_size": bs}})
+    _refused_and_unchanged(sd, ValueError, "'y'.*batch_size must be a list of ints")
+
+
+def test_child_batch_size_must_start_with_the_parents():
+    sd = _sd_with({"x": torch.ones(2), "y.x": torch.ones(2)}, {"": {"batch_size": [2]}, "y": {"batch_size": []}})
+    _refused_and_unchanged(sd, ValueError, "'y'.*does not start with its parent")
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_non_tensor_entry_cannot_replace_a_tensor_field(strict):
+    sd = _sd_with({"y.x": torch.ones(2)}, {"": {"_non_tensor": {"x": "oops", "z": "NEW"}}})
+    _refused_and_unchanged(sd, RuntimeError, "non-tensor entry 'x' would replace Node.x, which is a tensor", strict)
+
+
+def test_non_tensor_entry_cannot_replace_a_nested_tensorclass():
+    sd = _sd_with({"x": torch.ones(2)}, {"": {"_non_tensor": {"y": "oops", "z": "NEW"}}})
+    _refused_and_unchanged(sd, RuntimeError, "'y' would replace Node.y, which is a collection", strict=False)
+
+
+def test_legacy_non_tensordict_must_be_a_mapping():
+    legacy = {"_tensordict": {"x": torch.ones(2), "y": {"x": torch.ones(2)}}, "_non_tensordict": ["z"]}
+    _refused_and_unchanged(legacy, TypeError, "'_non_tensordict' is a list, expected a mapping")
+
+
+def test_non_tensor_metadata_must_be_a_mapping():
+    sd = _sd_with({"x": torch.ones(2), "y.x": torch.ones(2)}, {"y": {"_non_tensor": ["z"]}})
+    _refused_and_unchanged(sd, TypeError, "'_non_tensor' of 'y' is a list")

@@ -89,7 +89,7 @@ def _check_meta(m: dict, where) -> tuple:
     if layout not in ("strided", "jagged", "jagged_transposed"):
         raise FormatError(f"{where}: unknown nested layout {layout!r}")
     ragged_idx = m.get("ragged_idx") if layout == "jagged_transposed" else 1
-    if type(ragged_idx) is not int or not 1 <= ragged_idx <= ndim:
+    if layout == "jagged_transposed" and (type(ragged_idx) is not int or not 1 <= ragged_idx <= ndim):
         raise FormatError(f"{where}: nested 'ragged_idx' must be an integer in [1, ndim={ndim}], got {ragged_idx!r}")
     for name in names:
         if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:

@@ -11,6 +11,9 @@ and the ``meta.json`` entry ``{"kind": "nested", "layout": "strided", "dtype": .
 and returns a nested tensor that views the mapped data (writes reach the file, as for tensors).
 ``layout`` is ``"strided"`` (``torch.nested.nested_tensor``'s default) or ``"jagged"``
 (``layout=torch.jagged``: one ragged dim, the others shared); the tensor comes back in its layout.
+A jagged tensor whose ragged dim is not dim 1 (e.g. after ``.transpose(1, 2)``) is
+``"jagged_transposed"`` with ``"ragged_idx": k``: the files hold ``nt.transpose(1, k)`` (ragged dim
+1, as ``"jagged"``) and loading transposes it back (older readers refuse the unknown layout).
 
 Example:
     >>> import tempfile
@@ -46,6 +49,8 @@ def nested_parts(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, str]:
     if t.device.type != "cpu":
         t = t.cpu()
     layout = "jagged" if t.layout == torch.jagged else "strided"
+    if layout == "jagged" and t._ragged_idx != 1:  # store it with its ragged dim first, as "jagged"
+        t, layout = t.transpose(1, t._ragged_idx), "jagged_transposed"
     parts = t.unbind()
     ndim = t.dim() - 1
     if parts:
@@ -65,8 +70,11 @@ def nested_meta(t: torch.Tensor, data_name: str, sizes_name: str, layout: str) -
         >>> nested_meta(nt, "a.memmap", "a.sizes.memmap", "strided")["count"]
         2
     """
-    return {"kind": "nested", "layout": layout, "dtype": dtype_name(t.dtype), "count": t.size(0),
-            "ndim": t.dim() - 1, "file": data_name, "sizes": sizes_name}
+    m = {"kind": "nested", "layout": layout, "dtype": dtype_name(t.dtype), "count": t.size(0),
+         "ndim": t.dim() - 1, "file": data_name, "sizes": sizes_name}
+    if layout == "jagged_transposed":
+        m["ragged_idx"] = int(t._ragged_idx)
+    return m
 
 
 def _check_meta(m: dict, where) -> tuple:
@@ -78,16 +86,21 @@ def _check_meta(m: dict, where) -> tuple:
         raise FormatError(f"{where}: bad nested tensor description {m!r} ({err})") from None
     if type(count) is not int or count < 0 or type(ndim) is not int or ndim < 0:
         raise FormatError(f"{where}: nested 'count' and 'ndim' must be non-negative integers, got {count!r}, {ndim!r}")
-    if layout not in ("strided", "jagged"):
+    if layout not in ("strided", "jagged", "jagged_transposed"):
         raise FormatError(f"{where}: unknown nested layout {layout!r}")
+    ragged_idx = m.get("ragged_idx") if layout == "jagged_transposed" else 1
+    if layout == "jagged_transposed" and (type(ragged_idx) is not int or not 1 <= ragged_idx <= ndim):
+        raise FormatError(f"{where}: nested 'ragged_idx' must be an integer in [1, ndim={ndim}], got {ragged_idx!r}")
     for name in names:
         if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
             raise FormatError(f"{where}: file name {name!r} is not a plain name inside the folder")
-    return dtype, count, ndim, layout, names
+    return dtype, count, ndim, layout, names, ragged_idx
 
 
 def check_sizes(sizes: torch.Tensor, where) -> int:
-    """Validate a sizes table; returns the number of elements it describes.
+    """Validate a sizes table; returns the number of elements it describes. Negative sizes, or
+    sizes whose products or total exceed ``2**62`` (no file is that large; int64 would wrap), are
+    a :class:`FormatError` naming ``where``.
 
     Example:
         >>> check_sizes(torch.tensor([[3, 4], [3, 5]]), "a.sizes.memmap")
@@ -95,7 +108,23 @@ def check_sizes(sizes: torch.Tensor, where) -> int:
     """
     if bool((sizes < 0).any()):
         raise FormatError(f"{where}: component sizes must be non-negative")
-    return int(sizes.prod(1).sum()) if sizes.numel() else 0
+    if not sizes.numel():
+        return 0
+    limit = 2 ** 62
+    if bool((sizes > limit).any()):
+        raise FormatError(f"{where}: a component size exceeds 2**62")
+    # multiply in float64 first (no wrap; exact enough to tell small totals from overflow)
+    if not float(sizes.double().prod(1).sum()) <= limit / 2:  # NaN (inf * 0) too
+        total = 0  # a close call: exact Python integers
+        for row in sizes.tolist():
+            n = 1
+            for d in row:
+                n *= d
+            total += n
+        if total > limit:
+            raise FormatError(f"{where}: component sizes describe {total} elements, more than 2**62")
+        return total
+    return int(sizes.prod(1).sum())
 
 
 def load_nested(folder, m: dict, where: str, *, meta_device: bool = False, fake: bool = False) -> torch.Tensor:
@@ -104,7 +133,7 @@ def load_nested(folder, m: dict, where: str, *, meta_device: bool = False, fake:
     example for the public round trip (``td.memmap(path)`` / ``load_memmap(path)``)."""
     from .memmap import MemoryMappedTensor, _as_nested
 
-    dtype, count, ndim, layout, (data_name, sizes_name) = _check_meta(m, where)
+    dtype, count, ndim, layout, (data_name, sizes_name), ragged_idx = _check_meta(m, where)
     if not folder.is_file(sizes_name):
         raise FormatError(f"{where}: sizes file {folder.path / sizes_name} is missing")
     if folder.size(sizes_name) != count * ndim * 8:
@@ -127,8 +156,9 @@ def load_nested(folder, m: dict, where: str, *, meta_device: bool = False, fake:
         flat, size = folder.map(data_name, dtype, numel, shared=True)
         if size != numel * itemsize:
             raise FormatError(f"{where}: {folder.path / data_name} has {size} bytes, expected {numel * itemsize}")
-    if layout == "jagged":
-        return _jagged(flat, sizes, where)
+    if layout != "strided":
+        nt = _jagged(flat, sizes, where)
+        return nt if ragged_idx == 1 else nt.transpose(1, ragged_idx)
     if count == 0:
         raise FormatError(f"{where}: a strided nested tensor needs at least one component")
     with warnings.catch_warnings():

@@ -348,7 +348,7 @@ class _Verifier:
         from .nested_persist import _check_meta, check_sizes
 
         try:
-            dtype, count, ndim, _layout, (data_name, sizes_name) = _check_meta(m, where)
+            dtype, count, ndim, _layout, (data_name, sizes_name), _ragged = _check_meta(m, where)
         except FormatError as err:
             self.bad(folder / "meta.json", str(err))
             return None
@@ -521,7 +521,7 @@ def verify(path, *, checksums: bool = True) -> VerifyReport:
         if report.ok:
             try:  # every check loading makes (batch sizes, ...), on top of the above
                 load(path)
-            except (FormatError, ValueError, OSError) as err:
+            except (FormatError, ValueError, OSError, RuntimeError, OverflowError) as err:  # torch's too
                 report.problems.append(Problem(str(path), f"does not load: {err}"))
     report.leftovers[:0] = find_leftovers(path)
     report.seconds = time.perf_counter() - t0

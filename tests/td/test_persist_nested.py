@@ -136,3 +136,77 @@ def test_nested_round_trip_property(tmp_path_factory, shapes, layout):
     TensorDict({"x": nt}, [len(parts)]).memmap(path)
     back = load_memmap(path, verify=True)["x"]
     assert back.layout == nt.layout and _same(back, nt)
+
+
+def test_transposed_jagged_round_trips_and_save_keeps_a_loadable_folder(tmp_path):
+    from chatdata.td.persist import save
+
+    base = torch.nested.nested_tensor([torch.arange(6.0).view(2, 3), torch.arange(3.0).view(1, 3)], layout=torch.jagged)
+    nt = base.transpose(1, 2)  # ragged dim 2: components (3, 2) and (3, 1)
+    path = tmp_path / "ds"
+    TensorDict({"old": torch.ones(2)}, [2]).memmap(path)
+    save(TensorDict({"a": nt}, [2]), path)  # replaces a good folder: the new one must load
+    entry = json.loads((path / "meta.json").read_text())["entries"]["a"]
+    assert entry["layout"] == "jagged_transposed" and entry["ragged_idx"] == 2
+    a = load_memmap(path, verify=True)["a"]
+    assert a.layout == torch.jagged and a._ragged_idx == 2 and _same(a, nt)
+    assert verify(path).ok
+    m = load_memmap(path, device="meta")["a"]
+    assert m.device.type == "meta" and m._ragged_idx == 2
+    nt4 = torch.nested.nested_tensor([torch.randn(2, 3, 4), torch.randn(1, 3, 4)], layout=torch.jagged)
+    nt4 = nt4.transpose(1, 2).transpose(2, 3)  # (2, 3, 4, j): ragged dim 3
+    TensorDict({"b": nt4}, [2, 3]).memmap(tmp_path / "ds4")
+    b = load_memmap(tmp_path / "ds4")["b"]
+    assert b._ragged_idx == 3 and b.shape[:3] == nt4.shape[:3] and _same(b, nt4)
+
+
+@pytest.mark.parametrize("ragged_idx", [0, 3, "2", None])
+def test_bad_ragged_idx_is_a_format_error(tmp_path, ragged_idx):
+    path = tmp_path / "ds"
+    TensorDict({"a": _jagged().transpose(1, 2)}, [2]).memmap(path)
+    _edit_meta(ragged_idx=ragged_idx)(path)
+    with pytest.raises(FormatError, match="ragged_idx"):
+        load_memmap(path)
+    assert not verify(path).ok
+
+
+def _write_sizes(path, rows, data_bytes):
+    meta = json.loads((path / "meta.json").read_text())
+    meta.pop("checksums", None)  # only the sizes are at fault
+    meta["entries"]["a"].update(count=len(rows), ndim=len(rows[0]))
+    (path / "meta.json").write_text(json.dumps(meta))
+    (path / "a.sizes.memmap").write_bytes(torch.tensor(rows, dtype=torch.int64).numpy().astype("<i8").tobytes())
+    (path / "a.memmap").write_bytes(b"\0" * data_bytes)
+
+
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+@pytest.mark.parametrize("rows, data_bytes, match", [
+    ([[2 ** 62]] * 4, 0, "more than 2\\*\\*62"),             # the int64 total wraps to 0: an empty file
+    ([[2 ** 32, 2 ** 32], [0, 3]], 0, "more than 2\\*\\*62"),  # a product wraps to 0
+    ([[2 ** 62 + 1, 4], [3, 3]], 13, "exceeds 2\\*\\*62"),     # wraps to 13 elements: the file's size
+    ([[2 ** 63 - 1], [2 ** 63 - 1], [4], [1]], 3, "exceeds 2\\*\\*62"),
+])
+def test_overflowing_sizes_are_format_errors_and_verify_reports_them(tmp_path, layout, rows, data_bytes, match):
+    path = tmp_path / "ds"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nt = torch.nested.nested_tensor([torch.ones(2, dtype=torch.uint8)] * len(rows), layout=layout)
+    TensorDict({"a": nt}, [len(rows)]).memmap(path)
+    _write_sizes(path, rows, data_bytes)
+    with pytest.raises(FormatError, match=f"a.sizes.memmap: .*{match}"):
+        load_memmap(path)
+    report = verify(path)  # reports, never raises
+    assert [p.path.endswith("a.sizes.memmap") for p in report.problems] == [True]
+
+
+def test_verify_reports_a_torch_error_of_the_final_load(tmp_path, monkeypatch):
+    import chatdata.td.verify as verify_mod
+
+    path = tmp_path / "ds"
+    TensorDict({"a": _jagged()}, [2]).memmap(path)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("Storage size calculation overflowed")
+    monkeypatch.setattr(verify_mod, "load", boom)
+    report = verify(path)
+    assert not report.ok and "does not load: Storage size calculation overflowed" in report.problems[0].message

@@ -134,10 +134,8 @@ def write_value(link: ValueLink, value) -> bool:
             return _detached(link)  # another save took the path: its folder is not ours to edit
         try:
             return _replace_value(fd, link, value, where)
-        except PermissionError as err:  # a read-only folder or mount: like its mapped tensors, memory only
-            return _read_only(link, err)
         except OSError as err:
-            if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # read-only: memory only, as its tensors
                 return _read_only(link, err)
             if isinstance(err, FileNotFoundError) and os.fstat(fd).st_nlink == 0:
                 return _detached(link)
@@ -191,26 +189,24 @@ class DetachedWriteWarning(UserWarning):
 
 
 def _detached(link: ValueLink) -> bool:
-    import warnings
-
-    what = "the stack" if link.key is None else f"entry {link.key!r}"
-    warnings.warn(
-        f"{link.folder} no longer holds the save {what} was loaded from (another save replaced the "
-        "folder, or it was deleted): the update stays in memory only. Reload with load_memmap() or "
-        "memmap_refresh_() and update again, or save it with memmap(path)",
-        DetachedWriteWarning, stacklevel=4)
-    return False
+    return _in_memory_only(link, "no longer holds the save {what} was loaded from (another save replaced the "
+                                 "folder, or it was deleted): the update stays in memory only. Reload with "
+                                 "load_memmap() or memmap_refresh_() and update again, or save it with memmap(path)")
 
 
 def _read_only(link: ValueLink, err: OSError) -> bool:
+    return _in_memory_only(link, f"cannot be written ({err.strerror or err}): the update of {{what}} stays in memory "
+                                 "only, as writes into its memory-mapped tensors do (a read-only folder maps them "
+                                 "copy-on-write). Save it elsewhere with memmap(path) to keep it")
+
+
+def _in_memory_only(link: ValueLink, why: str) -> bool:
+    """Warn that an update was not written (``why`` follows the folder; ``{what}`` names the
+    entry) and return False."""
     import warnings
 
     what = "the stack" if link.key is None else f"entry {link.key!r}"
-    warnings.warn(
-        f"{link.folder} cannot be written ({err.strerror or err}): the update of {what} stays in memory only, "
-        "as writes into its memory-mapped tensors do (a read-only folder maps them copy-on-write). Save it "
-        "elsewhere with memmap(path) to keep it",
-        DetachedWriteWarning, stacklevel=4)
+    warnings.warn(f"{link.folder} {why.format(what=what)}", DetachedWriteWarning, stacklevel=5)
     return False
 
 

@@ -330,6 +330,14 @@ def _concat(pieces: list, ds: ShardedDataset):
     return cat(pieces, 0)
 
 
+def _refuse_foreign(p: Path) -> None:
+    """Refuse a folder holding anything but a sharded dataset's own files (the lock, the shards,
+    a manifest being written by another writer)."""
+    if p.is_dir() and any(x.name not in (LOCK, SHARDS) and not x.name.startswith(f".{MANIFEST}.tmp-")
+                          for x in p.iterdir()):
+        raise ValueError(f"{p} is a non-empty folder that is not a chatdata dataset")
+
+
 def open_dataset(path, mode: str = "r"):
     """Open a dataset folder: a plain chatdata dataset (returned as ``load_memmap`` gives it, a
     lazy History or token set), or a sharded folder with a ``manifest.json`` (a
@@ -351,11 +359,11 @@ def open_dataset(path, mode: str = "r"):
         if p.exists() and not p.is_dir():
             raise ValueError(f"{p} is a file, not a dataset folder")
         if not (p / MANIFEST).is_file():
-            if p.is_dir() and any(x.name not in (LOCK, SHARDS) for x in p.iterdir()):
-                raise ValueError(f"{p} is a non-empty folder that is not a chatdata dataset")
+            _refuse_foreign(p)  # before creating anything in someone else's folder
             p.mkdir(parents=True, exist_ok=True)
-            with _locked(p):
+            with _locked(p):  # writers creating the dataset at once: one writes the manifest
                 if not (p / MANIFEST).is_file():
+                    _refuse_foreign(p)
                     _write_manifest(p, _empty_manifest(None))
         return ShardedDataset(p, "a")
     if (p / MANIFEST).is_file():

@@ -244,3 +244,12 @@ def test_concat_token_dataset_reads_a_sharded_token_set_as_one(tmp_path):
     assert len(both) == 9 and torch.equal(both.lengths, whole.lengths)
     with pytest.raises(TypeError, match="a list of token sets or a sharded dataset"):
         ConcatTokenDataset(str(tmp_path / "tokens"))
+
+
+def test_appending_to_a_foreign_folder_is_refused_and_leaves_it_untouched(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="non-empty folder that is not a chatdata dataset"):
+        open_dataset(folder, mode="a")
+    assert sorted(x.name for x in folder.iterdir()) == ["notes.txt"]

@@ -1,12 +1,12 @@
 """The compact TensorDict core: tensors, nesting, batch dims, non-tensor data, memmaps."""
-from .batched import BatchSizeError
+from .nontensor import BatchSizeError
 from .keys import NestedKey, unravel_key
 from .memmap import MemoryMappedTensor
 from .nontensor import (NonTensorData, NonTensorStack, capture_non_tensor_stack, is_non_tensor, list_to_stack,
                         set_capture_non_tensor_stack, set_list_to_stack)
 from .functional import cat, stack
 from .ragged import RaggedTensorDict
-from .switches import lazy_legacy
+from .nontensor import lazy_legacy
 from .tensorclass import TensorClass, is_tensorclass, tensorclass
 from .tensordict import LockedError, TensorDict, TensorDictBase
 from . import state as _state

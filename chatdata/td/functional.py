@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from .batched import Batched, BatchSizeError, dummy
+from .nontensor import Batched, BatchSizeError, dummy
 from .nontensor import NonTensorData, NonTensorStack, capture_non_tensor_stack, is_non_tensor
-from .pool import Pool
+from .nontensor import Pool
 
 __all__ = ["stack", "cat", "dispatch", "stack_non_tensor", "cat_non_tensor"]
 

@@ -46,7 +46,7 @@ from .json_values import _SurrogateAt, _check_key_text, _check_surrogates, _entr
 from .keys import key_to_filename
 from .memmap import MemoryMappedTensor, map_file
 from .nontensor import NonTensorData, NonTensorStack
-from .pool import Pool, to_json
+from .nontensor import Pool, to_json
 from .ragged import RaggedTensorDict
 
 __all__ = ["save", "save_and_load", "load", "FormatError", "FORMAT_NAME", "FORMAT_VERSION"]

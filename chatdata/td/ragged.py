@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .batched import Batched, BatchSizeError
+from .nontensor import Batched, BatchSizeError
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
 
 __all__ = ["RaggedTensorDict", "ragged_positions"]

@@ -43,7 +43,7 @@ from .tempdirs import WriterTemp, remove_orphans
 from .keys import key_to_filename
 from .nontensor import NonTensorData, NonTensorStack
 from .persist import FORMAT_NAME, FORMAT_VERSION, dtype_name
-from .pool import pack_strings, to_json
+from .nontensor import pack_strings, to_json
 from .ragged import RaggedTensorDict
 
 __all__ = ["StreamWriter"]

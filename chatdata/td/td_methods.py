@@ -18,7 +18,7 @@ import torch
 
 from .convert import is_collection
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
-from .pool import Pool
+from .nontensor import Pool
 
 __all__ = ["ExtraMethods"]
 

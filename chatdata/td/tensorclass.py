@@ -20,7 +20,7 @@ import typing
 
 import torch
 
-from .batched import Batched
+from .nontensor import Batched
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
 from .tensordict import TensorDict
 from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options

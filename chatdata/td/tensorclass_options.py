@@ -123,7 +123,7 @@ def _resolve(cls, name: str, *, unions: bool):
 def _plain_mapping(value):
     """A Mapping (UserDict, nested ones too) as a dict for a TensorDict; TensorDicts and other
     collections inside are kept as they are (same object, lock state kept)."""
-    from .batched import Batched
+    from .nontensor import Batched
 
     if isinstance(value, Batched) or not isinstance(value, Mapping):
         return value

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 
 import torch
 
-from .batched import BatchSizeError
+from .nontensor import BatchSizeError
 from .convert import check_batch
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
 from .state import _StateDict, _non_tensor_entry

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .batched import Batched
+from .nontensor import Batched
 from .functional import dispatch as _shape_dispatch
 from .tensorclass import TensorClass
 

@@ -132,7 +132,7 @@ def is_tensor_hint(hint) -> bool:
         >>> is_tensor_hint(torch.IntTensor | None), is_tensor_hint(str)
         (True, False)
     """
-    from .batched import Batched
+    from .nontensor import Batched
 
     if _is_none(hint):
         return True

@@ -16,10 +16,10 @@ import types
 
 import torch
 
-from .batched import Batched, BatchSizeError, indexed_batch_size, normalize_index
+from .nontensor import Batched, BatchSizeError, indexed_batch_size, normalize_index
 from .convert import check_batch, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
-from .linkedlist import LinkedList
+from .nontensor import LinkedList
 from .nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods

@@ -69,6 +69,15 @@ class ValueLink:
     def __repr__(self) -> str:
         return f"ValueLink({str(self.folder)!r}, {self.key!r})"
 
+    # what the leaves call (the non-tensor room sits below this one and cannot import it)
+    def write_value(self, value) -> bool:
+        """:func:`write_value` of this link (a ``NonTensorData`` entry)."""
+        return write_value(self, value)
+
+    def write_stack(self, stack) -> bool:
+        """:func:`write_stack` of ``stack``, the ``NonTensorStack`` this link belongs to."""
+        return write_stack(stack)
+
 
 def link_value(obj, folder, key) -> None:
     """Record on the ``NonTensorData`` ``obj`` that it is entry ``key`` of the opened

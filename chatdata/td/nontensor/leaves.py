@@ -1,7 +1,7 @@
 """Non-tensor entries: ``NonTensorData`` (one value for a whole batch) and ``NonTensorStack``
 (one value per batch element), plus the ``set_list_to_stack`` switch.
 
-A ``NonTensorStack`` is a column: a shared :class:`~chatdata.td.pool.Pool` of values and an
+A ``NonTensorStack`` is a column: a shared :class:`~chatdata.td.nontensor.pool.Pool` of values and an
 int64 *index tensor* with the stack's batch shape that maps each element to a pool id. Every
 shape operation (indexing, reshape, permute, flip, stack, cat, ...) is the same torch operation
 on the index tensor, so a million strings are indexed and sliced at tensor speed. Basic
@@ -25,7 +25,8 @@ import torch
 from .batched import Batched, dummy, indexed_batch_size, normalize_index
 from .pool import Pool
 from .nested_lists import _flatten_to, _infer_shape, _nested_list
-from .nontensor_columns import ColumnMethods
+from .columns import ColumnMethods
+from .flags import StateFlags as _StateFlags, device as _device
 
 __all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor",
            "set_capture_non_tensor_stack", "capture_non_tensor_stack"]
@@ -45,37 +46,6 @@ def is_non_tensor(obj) -> bool:
     return isinstance(obj, (NonTensorData, NonTensorStack))
 
 
-def _device(device):
-    return None if device is None else torch.device(device)
-
-
-class _StateFlags:
-    """Lock, shared and memory-mapped flags of a non-tensor container (instance attributes
-    shadow the class defaults once set)."""
-
-    _is_shared = False
-    _is_memmap = False
-    _is_locked = False
-
-    @property
-    def is_locked(self) -> bool:
-        return self._is_locked
-
-    def is_shared(self) -> bool:
-        return self._is_shared
-
-    def is_memmap(self) -> bool:
-        return self._is_memmap
-
-    def lock_(self):
-        self._is_locked = True
-        return self
-
-    def unlock_(self):
-        self._is_locked = False
-        return self
-
-
 class NonTensorData(_StateFlags, Batched):
     """One non-tensor value (a string, a dict, ...) shared by every element of a batch.
 
@@ -89,7 +59,7 @@ class NonTensorData(_StateFlags, Batched):
     _is_shared = False
     _is_memmap = False
     _is_locked = False
-    _disk = None  # a writethrough.ValueLink once loaded from a folder
+    _disk = None  # the storage room's link to the folder it was loaded from (write_value)
     _view_of = None  # (stack, index) when this is ``stack[index]``: writes go back to the stack
 
     def __init__(self, data: Any, _metadata=None, _is_non_tensor=True, *, batch_size=(), device=None, names=None):
@@ -107,9 +77,7 @@ class NonTensorData(_StateFlags, Batched):
     @data.setter
     def data(self, value):
         if self._is_memmap and self._disk is not None:  # in a memory-mapped folder: write through
-            from .writethrough import write_value
-
-            write_value(self._disk, value)  # atomic; a refused value changes nothing
+            self._disk.write_value(value)  # atomic; a refused value changes nothing
         if self._view_of is not None:  # an element of a stack: the stack sees the write
             stack, index = self._view_of
             if stack._is_memmap or stack._in_memmap:
@@ -440,7 +408,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     _is_memmap = False
     _is_locked = False
     _is_shared = False
-    _disk = None  # a writethrough.ValueLink when loaded from a folder of its own
+    _disk = None  # the storage room's link to the folder it was saved on its own in (write_stack)
     _in_memmap = False  # a view of a memory-mapped stack
 
     def __setitem__(self, index, value):
@@ -450,12 +418,10 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
             self._set(index, value)
             return
         # memory-mapped on its own: the folder is saved again, atomically, with the new values
-        from .writethrough import write_stack
-
         before = (None if self._idx is None else self._idx.clone(), self._rng)
         self._set(index, value)
         try:
-            write_stack(self)
+            self._disk.write_stack(self)
         except BaseException:  # a value the format refuses: the stack keeps its old values
             if before[0] is None:
                 self._idx, self._rng = None, before[1]
@@ -544,6 +510,29 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
 
     def __repr__(self):
         return f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self.batch_size},\n    device={self._device})"
+
+    def where(self, condition, other, *, out=None, pad=None):
+        """Each element from self where ``condition`` holds, else from ``other`` (a stack of
+        the same shape, a NonTensorData or a plain value).
+
+        Example:
+            >>> from chatdata.td import NonTensorStack
+            >>> NonTensorStack("a", "b").where(torch.tensor([True, False]), "z").tolist()
+            ['a', 'z']
+        """
+        bs = self.batch_size
+        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
+        mine = self._pool.take(self._ids())
+        if isinstance(other, NonTensorStack):
+            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
+        else:
+            theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
+        res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],
+                                       batch_size=bs, device=self._device)
+        if out is not None:
+            out[...] = res
+            return out
+        return res
 
     @classmethod
     def lazy_stack(cls, items, dim: int = 0):

@@ -1,7 +1,7 @@
 """Column-level methods of ``NonTensorStack``: sizes, packed (bytes + offsets) views, value
-counts, element-wise ``where``, ``contiguous``. A mixin: the stack's pool (``_pool``), its index
+counts, ``contiguous``. A mixin: the stack's pool (``_pool``), its index
 (``_index_t``, ``_rng``, ``_ids()``) and ``_from_parts`` come from
-:class:`~chatdata.td.nontensor.NonTensorStack`.
+:class:`~chatdata.td.nontensor.leaves.NonTensorStack`.
 
 Example:
     >>> from chatdata.td import NonTensorStack
@@ -14,7 +14,6 @@ from array import array
 
 import torch
 
-from .nested_lists import _nested_list
 from .pool import Pool, to_json
 
 __all__ = ["ColumnMethods"]
@@ -135,28 +134,3 @@ class ColumnMethods:
         pool = self._pool.packed(self._index_t)
         index = torch.arange(self.numel(), dtype=torch.long).reshape(self._index_t.shape)
         return type(self)._from_parts(index, pool, self._device)
-
-    def where(self, condition, other, *, out=None, pad=None):
-        """Each element from self where ``condition`` holds, else from ``other`` (a stack of
-        the same shape, a NonTensorData or a plain value).
-
-        Example:
-            >>> from chatdata.td import NonTensorStack
-            >>> NonTensorStack("a", "b").where(torch.tensor([True, False]), "z").tolist()
-            ['a', 'z']
-        """
-        from .nontensor import NonTensorData, NonTensorStack  # the classes this mixin serves
-
-        bs = self.batch_size
-        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
-        mine = self._pool.take(self._ids())
-        if isinstance(other, NonTensorStack):
-            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
-        else:
-            theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
-        res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],
-                                       batch_size=bs, device=self._device)
-        if out is not None:
-            out[...] = res
-            return out
-        return res

@@ -325,7 +325,7 @@ def _concat(pieces: list, ds: ShardedDataset):
         return out
     if isinstance(pieces[0], RaggedTensorDict):
         return RaggedTensorDict.cat(pieces)
-    from ..td.functional import cat
+    from ..td import cat
 
     return cat(pieces, 0)
 

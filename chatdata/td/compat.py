@@ -103,8 +103,8 @@ def load_foreign(folder, meta: dict, reader):
 
 
 def _load_td(folder, meta: dict, reader):
-    from .convert import check_batch
-    from .tensordict import TensorDict
+    from .core import check_batch
+    from .core import TensorDict
 
     where = folder.path / "meta.json"
     try:
@@ -153,7 +153,7 @@ def _missing(path: Path):
 
 
 def _load_lazy(folder, meta: dict, reader):
-    from .functional import stack
+    from .core import stack
 
     dim = meta.get("stack_dim", 0)
     members = []

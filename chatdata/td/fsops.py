@@ -19,7 +19,6 @@ import shutil
 import uuid
 from pathlib import Path
 
-from .nontensor import Pool
 from .tempdirs import find_orphans, remove_orphans
 
 __all__ = ["atomic_replace", "FormatError", "resolve_target", "check_overwritable", "find_orphans",
@@ -28,9 +27,6 @@ __all__ = ["atomic_replace", "FormatError", "resolve_target", "check_overwritabl
 
 class FormatError(ValueError):
     """A saved folder is unreadable or inconsistent (the message names the file)."""
-
-
-Pool.corrupt_error = FormatError  # a corrupt string column read from disk is a format error too
 
 
 _RENAME_EXCHANGE = 2

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .fsops import FormatError
-from .ragged import RaggedTensorDict
+from .core import RaggedTensorDict
 
 __all__ = ["check_offsets", "parse_meta", "check_version", "LoadedRagged"]
 

@@ -20,7 +20,7 @@ import torch
 from . import persist
 from .memmap import MemoryMappedTensor
 from .nontensor import NonTensorData
-from .ragged import RaggedTensorDict
+from .core import RaggedTensorDict
 
 __all__ = ["load_memmap", "TensorDictFuture", "attach"]
 

@@ -11,7 +11,7 @@ A saved collection is a folder holding ``meta.json`` and raw little-endian, C-or
 - ``collection``: a sub-folder ``<key>/`` with its own ``meta.json`` (nested TensorDict,
   tensorclass, ragged stack), so a sub-folder loads on its own.
 
-Keys become file names through :func:`~chatdata.td.keys.key_to_filename` only, so no key
+Keys become file names through :func:`~chatdata.td.core.keys.key_to_filename` only, so no key
 reaches outside the folder. Saves write a temporary sibling folder and swap it into place
 atomically. Loading never unpickles or imports anything, maps files lazily and validates sizes.
 ``docs/format.md`` is the full specification.
@@ -43,11 +43,11 @@ from .tempdirs import WriterTemp, remove_orphans
 from .nested_persist import load_nested, nested_meta, nested_parts
 from .writethrough import link_value
 from .json_values import _SurrogateAt, _check_key_text, _check_surrogates, _entry_value, _first_surrogate, _has_surrogate, _surrogate_message  # noqa: F401
-from .keys import key_to_filename
+from .core import key_to_filename
 from .memmap import MemoryMappedTensor, map_file
 from .nontensor import NonTensorData, NonTensorStack
 from .nontensor import Pool, to_json
-from .ragged import RaggedTensorDict
+from .core import RaggedTensorDict
 
 __all__ = ["save", "save_and_load", "load", "FormatError", "FORMAT_NAME", "FORMAT_VERSION"]
 
@@ -124,7 +124,7 @@ def _write_tensor(t: torch.Tensor, path: Path) -> str | None:
 
 def _write_collection(obj, folder: Path, w: _Writer) -> dict:
     from .tensorclass import TensorClass
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT_NAME, "version": FORMAT_VERSION}
@@ -445,7 +445,7 @@ class _Reader:
                 folder.close()  # every file is mapped by now: no descriptor stays open per sub-folder
 
     def _collection(self, folder: Folder):
-        from .tensordict import TensorDict
+        from .core import TensorDict
 
         meta = _read_meta(folder)
         where = str(folder.path / "meta.json")
@@ -469,7 +469,7 @@ class _Reader:
             td = TensorDict._new_unsafe({}, bs, device)
             for k, v in values.items():
                 td._tensordict[k] = v
-            from .convert import check_batch
+            from .core import check_batch
 
             for k, v in values.items():
                 try:

@@ -40,11 +40,11 @@ import torch
 from .checksum import HashingFile, record, sorted_checksums
 from .fsops import durable_replace, resolve_target
 from .tempdirs import WriterTemp, remove_orphans
-from .keys import key_to_filename
+from .core import key_to_filename
 from .nontensor import NonTensorData, NonTensorStack
 from .persist import FORMAT_NAME, FORMAT_VERSION, dtype_name
 from .nontensor import pack_strings, to_json
-from .ragged import RaggedTensorDict
+from .core import RaggedTensorDict
 
 __all__ = ["StreamWriter"]
 

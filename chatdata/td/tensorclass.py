@@ -22,13 +22,14 @@ import torch
 
 from .nontensor import Batched
 from .nontensor import NonTensorData, NonTensorStack, list_to_stack
-from .tensordict import TensorDict
+from .core import TensorDict
+from .tensorclass_repr import tensorclass_repr
 from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options
 from .tensorclass_types import field_hints, is_non_tensor_hint
 from .tensorclass_state import tensorclass_load_state_dict, tensorclass_state_dict
 from .dataclass_convert import from_dataclass
 from .tensorclass_registry import _REGISTRY, register_tensorclass, registered_tensorclass
-from .keys import GENERIC_NESTED_ERR, is_valid_key
+from .core import GENERIC_NESTED_ERR, is_valid_key
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
@@ -556,8 +557,6 @@ class TensorClass(Batched):
         object.__setattr__(self, "_storage", state["_storage"])
 
     def __repr__(self) -> str:
-        from .repr import tensorclass_repr
-
         return tensorclass_repr(self)
 
 

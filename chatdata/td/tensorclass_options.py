@@ -132,7 +132,7 @@ def _plain_mapping(value):
 
 def _from_mapping(target, value, batch_size):
     """A tensorclass built from a mapping of (some of) its fields; missing fields read None."""
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     if not set(value) <= set(target._field_names):
         return target.from_dict(dict(value), batch_size=batch_size)
@@ -149,7 +149,7 @@ def _from_mapping(target, value, batch_size):
 def _cast_mapping(cls, name, value, batch_size):
     from .nontensor import NonTensorData
     from .tensorclass import TensorClass
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     tensor_only = getattr(cls, "_tensor_only", False)
     autocast = getattr(cls, "_autocast", False)
@@ -175,7 +175,7 @@ def _numeric(value) -> bool:
 
 def cast_value(cls, name: str, value, batch_size):
     """The value to store for field ``name`` of ``cls`` (see the module docstring)."""
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     if isinstance(value, Mapping) and not isinstance(value, TensorDict):
         return _cast_mapping(cls, name, value, batch_size)

@@ -38,9 +38,9 @@ from collections.abc import Mapping
 import torch
 
 from .nontensor import BatchSizeError
-from .convert import check_batch
+from .core import check_batch
 from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
-from .state import _StateDict, _non_tensor_entry
+from .core.state import _StateDict, _non_tensor_entry
 
 __all__ = ["tensorclass_state_dict", "tensorclass_load_state_dict"]
 
@@ -169,7 +169,7 @@ def _child_class(target, key, node):
     """The class to create for a missing nested collection ``key`` of ``target``."""
     from .tensorclass import TensorClass, registered_tensorclass
     from .tensorclass_options import _resolve
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     cls = target if isinstance(target, type) else type(target)
     if issubclass(cls, TensorClass):
@@ -244,7 +244,7 @@ def _check(target, node, strict: bool, assign: bool, where: str, parent_bs=None)
 
 
 def _load(obj, node, assign: bool) -> None:
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     st = _storage(obj)
     bs = node.meta.get("batch_size")

@@ -160,7 +160,7 @@ def is_tensordict_hint(hint) -> bool:
         >>> is_tensordict_hint(TensorDict[str, torch.Tensor] | None)
         True
     """
-    from .tensordict import TensorDict
+    from .core import TensorDict
 
     return _mentions(hint, lambda c: issubclass(c, TensorDict))
 

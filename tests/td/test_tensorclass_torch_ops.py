@@ -1,5 +1,5 @@
 """torch functions and autograd on tensorclasses and TensorDicts (chatdata.td.tensorclass_torch,
-chatdata.td.autograd_methods)."""
+chatdata.td.core.autograd_methods)."""
 from __future__ import annotations
 
 import pytest

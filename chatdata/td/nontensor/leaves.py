@@ -282,7 +282,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         if not items:
             self._init(torch.zeros(tuple(batch_size or (0,)), dtype=torch.long), Pool.from_values([]), device)
             return
-        # torch.stack dispatches to chatdata.td.functional (the stacking of every container)
+        # torch.stack dispatches to chatdata.td.core.functional (the stacking of every container)
         stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
         if isinstance(stacked, NonTensorData):
             stacked = stacked.maybe_to_stack()

@@ -16,11 +16,12 @@ import types
 
 import torch
 
-from .nontensor import Batched, BatchSizeError, indexed_batch_size, normalize_index
+from ..nontensor import Batched, BatchSizeError, indexed_batch_size, normalize_index
 from .convert import check_batch, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
-from .nontensor import LinkedList
-from .nontensor import NonTensorData, NonTensorStack
+from .repr import td_repr
+from ..nontensor import LinkedList
+from ..nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods
 from .module_params import ModuleParams
@@ -288,7 +289,7 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
             return
         if existing is None:
             self._check_unlocked("add", key)
-        entry = to_entry(value, self._batch_size, self._device, key)
+        entry = to_entry(value, self._batch_size, self._device, key, TensorDict)
         check_batch(key, entry, self._batch_size)
         self._tensordict[key] = entry
 
@@ -528,24 +529,10 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         return TensorDict._new_unsafe(entries, batch_size, self._device)
 
     def __repr__(self) -> str:
-        from .repr import td_repr
-
         return td_repr(self)
 
-    def __getstate__(self):
-        if "_consolidated" in self.__dict__:  # one buffer, pickled once (not once per leaf)
-            from .state import consolidated_getstate
-
-            return consolidated_getstate(self)
-        return self.__dict__.copy()
-
-    def __setstate__(self, state):
-        if "_consolidated_layout" in state:
-            from .state import consolidated_setstate
-
-            consolidated_setstate(self, state)
-            return
-        self.__dict__.update(state)
+    # state_dict, load_state_dict, consolidate and pickling (__getstate__ / __setstate__, for the
+    # one buffer of a consolidated TensorDict) build TensorDicts: core/state.py installs them.
 
 
 def _allocate_like(src, batch_size, src_batch_dims: int, device):
@@ -597,4 +584,5 @@ def _write_into(dest, value, key) -> None:
         raise TypeError(f"cannot write into entry {key!r} of type {type(dest).__name__}")
 
 
+CollectionOps._td_class = TensorDict  # the mixin's methods build and recognise TensorDicts
 TensorDictBase = TensorDict  # tensordict's base-class name, for isinstance checks in ported code

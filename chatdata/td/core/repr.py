@@ -15,7 +15,7 @@ import textwrap
 
 import torch
 
-__all__ = ["td_repr", "leaf_repr", "indent", "tensorclass_repr"]
+__all__ = ["td_repr", "leaf_repr", "indent"]
 
 
 def indent(text: str, n: int = 4) -> str:
@@ -55,19 +55,3 @@ def td_repr(td) -> str:
         ]
     )
     return f"{type(td).__name__}(\n{indent(body)})"
-
-
-def tensorclass_repr(tc) -> str:
-    """A tensorclass: its fields sorted, then batch size, device and sharing (a shadow class
-    whose fields are named ``batch_size`` / ``device`` shows ``shape=`` and no device line)."""
-    from .tensordict import TensorDict
-
-    storage = tc._storage
-    entries = storage._tensordict if isinstance(storage, TensorDict) else {k: storage._get_raw(k) for k in storage.keys()}
-    lines = [f"{k}={leaf_repr(v)}" for k, v in sorted(entries.items())]
-    fields = set(tc._field_names)
-    lines.append(f"shape={storage.batch_size}" if "batch_size" in fields else f"batch_size={storage.batch_size}")
-    lines += [] if "device" in fields else [f"device={storage.device}"]
-    lines.append(f"is_shared={storage.is_shared()}")
-    body = ",\n".join(lines)
-    return f"{type(tc).__name__}(\n{indent(body)})"

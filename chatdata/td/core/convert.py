@@ -6,7 +6,7 @@ other objects become ``NonTensorData``; while ``set_list_to_stack`` is on (the d
 same-shape tensors is stacked into one tensor and other lists become ``NonTensorStack``.
 
 Example:
-    >>> to_entry([1, 2, 3], torch.Size([3]), None, "k").dtype
+    >>> to_entry([1, 2, 3], torch.Size([3]), None, "k", TensorDict).dtype
     torch.int64
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numbers
 
 import torch
 
-from .nontensor import Batched, BatchSizeError
-from .nontensor import NonTensorData, NonTensorStack, list_to_stack
+from ..nontensor import Batched, BatchSizeError
+from ..nontensor import NonTensorData, NonTensorStack, list_to_stack
 
 __all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor"]
 
@@ -40,10 +40,9 @@ def _all_numbers(values) -> bool:
     return True
 
 
-def to_entry(value, batch_size: torch.Size, device, key):
-    """Convert ``value`` into an entry for a collection of ``batch_size`` on ``device``."""
-    from .tensordict import TensorDict  # local: TensorDict imports this module
-
+def to_entry(value, batch_size: torch.Size, device, key, td_class):
+    """Convert ``value`` into an entry for a collection of ``batch_size`` on ``device``;
+    ``td_class`` is TensorDict (a dict becomes one; TensorDict calls this, so it passes itself)."""
     if isinstance(value, torch.Tensor):
         out = value
     elif isinstance(value, Batched):
@@ -51,9 +50,9 @@ def to_entry(value, batch_size: torch.Size, device, key):
         if isinstance(value, NonTensorData) and not value.batch_size and batch_size:
             out = NonTensorData(value.data, batch_size=batch_size, device=value.device)
         elif tuple(value.batch_size[:len(batch_size)]) != tuple(batch_size):
-            out = _rebatched(value, batch_size, key)
+            out = _rebatched(value, batch_size, key, td_class)
     elif isinstance(value, dict):
-        out = TensorDict(value, batch_size=batch_size, device=device)
+        out = td_class(value, batch_size=batch_size, device=device)
     elif isinstance(value, numbers.Number):
         out = torch.tensor(value)
     elif type(value).__module__ == "numpy" and hasattr(value, "dtype") and getattr(value.dtype, "kind", "O") in "biufc":
@@ -75,14 +74,12 @@ def to_entry(value, batch_size: torch.Size, device, key):
     return out
 
 
-def _rebatched(value, batch_size: torch.Size, key):
+def _rebatched(value, batch_size: torch.Size, key, td_class):
     """A TensorDict (or tensorclass) whose leaves all start with ``batch_size`` but whose own batch
     size is shorter (``td["sub"] = TensorDict()`` in a batched parent): a shallow copy with the
     parent's batch size. Anything else is returned as it is (the caller's check reports it)."""
-    from .tensordict import TensorDict
-
     storage = getattr(value, "_storage", value)
-    if not isinstance(storage, TensorDict) or len(value.batch_size) >= len(batch_size):
+    if not isinstance(storage, td_class) or len(value.batch_size) >= len(batch_size):
         return value
     copy = storage._shallow_copy()
     nb = len(batch_size)
@@ -92,7 +89,7 @@ def _rebatched(value, batch_size: torch.Size, key):
                 if isinstance(v, NonTensorData):
                     copy._tensordict[k] = NonTensorData(v.data, batch_size=batch_size, device=v.device)
                 elif not v.batch_size or tuple(v.batch_size) == tuple(value.batch_size):
-                    copy._tensordict[k] = _rebatched(v, batch_size, k)
+                    copy._tensordict[k] = _rebatched(v, batch_size, k, td_class)
         copy.batch_size = batch_size
     except BatchSizeError as err:
         raise BatchSizeError(f"cannot set {key!r} with batch size {tuple(value.batch_size)} in a collection of "

@@ -8,15 +8,12 @@ Example:
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 
 from .convert import is_collection
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .tensordict import TensorDict
+from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
 
 __all__ = ["CollectionOps", "NO_DEFAULT"]
 
@@ -25,6 +22,10 @@ NO_DEFAULT = object()
 
 class CollectionOps:
     """Mixin of TensorDict (``self._tensordict``, ``self._batch_size``, ``self._device``)."""
+
+    #: TensorDict itself, which these methods build and recognise. core/tensordict.py sets it
+    #: when it defines the class: TensorDict subclasses this mixin, so this module cannot import it.
+    _td_class: type = None
 
     # -- whole-collection operations ------------------------------------------------------
     def apply(self, fn: Callable, *others, batch_size=None, device=NO_DEFAULT, inplace: bool = False, **kwargs):
@@ -240,6 +241,4 @@ class CollectionOps:
 
 
 def _td():
-    from .tensordict import TensorDict  # TensorDict subclasses this mixin
-
-    return TensorDict
+    return CollectionOps._td_class

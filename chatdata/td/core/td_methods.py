@@ -17,8 +17,8 @@ import operator
 import torch
 
 from .convert import is_collection
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
-from .nontensor import Pool
+from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from ..nontensor import Pool
 
 __all__ = ["ExtraMethods"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from .nontensor import Batched, BatchSizeError
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, is_non_tensor
+from .repr import indent
 
 __all__ = ["RaggedTensorDict", "ragged_positions"]
 
@@ -332,8 +332,6 @@ class RaggedTensorDict(Batched):
         return cls(vals, torch.cat(parts))
 
     def __repr__(self) -> str:
-        from .repr import indent
-
         if not hasattr(self._values, "_tensordict"):
             return f"RaggedTensorDict(\n    {self.tolist()!r},\n    batch_size={self.batch_size})"
         lines = []

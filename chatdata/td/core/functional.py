@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from .nontensor import Batched, BatchSizeError, dummy
-from .nontensor import NonTensorData, NonTensorStack, capture_non_tensor_stack, is_non_tensor
-from .nontensor import Pool
+from ..nontensor import (Batched, BatchSizeError, NonTensorData, NonTensorStack, Pool, capture_non_tensor_stack, dummy,
+                         is_non_tensor)
+from .ragged import RaggedTensorDict
+from .tensordict import TensorDict
 
 __all__ = ["stack", "cat", "dispatch", "stack_non_tensor", "cat_non_tensor"]
 
@@ -48,9 +49,6 @@ def lazy_stack(items, dim: int = 0, *, out=None):
 
 def stack(items, dim: int = 0, *, out=None):
     """Stack collections along a new batch dim ``dim`` (see the module docstring)."""
-    from .ragged import RaggedTensorDict
-    from .tensordict import TensorDict
-
     items = list(items)
     if not items:
         raise ValueError("cannot stack an empty list of collections")
@@ -93,9 +91,6 @@ def stack(items, dim: int = 0, *, out=None):
 
 def cat(items, dim: int = 0, *, out=None):
     """Concatenate collections along batch dim ``dim``."""
-    from .ragged import RaggedTensorDict
-    from .tensordict import TensorDict
-
     items = list(items)
     if not items:
         raise ValueError("cannot concatenate an empty list of collections")

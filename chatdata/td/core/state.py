@@ -11,9 +11,15 @@ from collections import OrderedDict
 
 import torch
 
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .tensordict import TensorDict
 
-__all__ = ["state_dict", "load_state_dict", "consolidate"]
+__all__ = ["state_dict", "load_state_dict", "consolidate", "install"]
+
+#: Makes the file-backed buffer of ``consolidate(filename=...)``: ``(nbytes, filename) -> a 1-D
+#: uint8 MemoryMappedTensor``. The storage room sets it when it is imported (the core does not
+#: import the on-disk format).
+file_backed_buffer = None
 
 
 class _StateDict(OrderedDict):
@@ -103,8 +109,6 @@ def _to_nested(sd) -> tuple[dict, dict]:
 
 def load_state_dict(td, sd, strict: bool = True, assign: bool = False, from_flatten: bool = False):
     """Load a flat, nested or legacy state dict into ``td`` (in place unless ``assign``)."""
-    from .tensordict import TensorDict
-
     nested, meta = _to_nested(sd)
 
     def load(node, values, path):
@@ -163,8 +167,6 @@ def consolidate(td, filename=None, *, num_threads=0, device=None, non_blocking=F
         >>> c["a"].untyped_storage().data_ptr() == c["b", "c"].untyped_storage().data_ptr()
         True
     """
-    from .memmap import MemoryMappedTensor
-
     leaves = [(k, v) for k, v in td.items(include_nested=True, leaves_only=True) if isinstance(v, torch.Tensor)]
     layout, total = [], 0
     for k, v in leaves:
@@ -173,7 +175,9 @@ def consolidate(td, filename=None, *, num_threads=0, device=None, non_blocking=F
         total += v.numel() * v.element_size()
     total = max(total, 1)
     if filename is not None:
-        buf = MemoryMappedTensor.empty((total,), dtype=torch.uint8, filename=filename)
+        if file_backed_buffer is None:
+            raise RuntimeError("consolidate(filename=...) maps a file, which needs chatdata.td.storage: import chatdata.td")
+        buf = file_backed_buffer(total, filename)
     else:
         buf = torch.empty(total, dtype=torch.uint8)
         if share_memory:
@@ -212,8 +216,6 @@ def _in_storage(t: torch.Tensor, storage) -> bool:
 
 
 def _strip(node, storage, layout, path):
-    from .tensordict import TensorDict
-
     entries = {}
     for k, v in node._tensordict.items():
         if isinstance(v, torch.Tensor) and not v.requires_grad and _in_storage(v, storage):
@@ -260,3 +262,51 @@ def consolidated_setstate(td, state: dict) -> None:
         parent, name = _parent_and_name(td, key)
         parent._tensordict[name] = view
     td.__dict__["_consolidated"] = buf
+
+
+# -- the methods TensorDict gets from this module ----------------------------------------------
+def _state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
+    """Tensors by dot-separated key (``flatten=False``: nested), metadata in ``_metadata``.
+
+    Example: ``TensorDict({"a": 1, "b": {"c": 2}}, []).state_dict()``
+    """
+    return state_dict(self, destination, prefix, keep_vars, flatten)
+
+
+def _load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=False):
+    """Load a flat, nested or legacy state dict in place (auto-detected)."""
+    return load_state_dict(self, state_dict, strict, assign, from_flatten)
+
+
+def _consolidate(self, filename=None, **kwargs):
+    """A copy whose tensors live in one storage (``filename``: a memory-mapped file)."""
+    return consolidate(self, filename, **kwargs)
+
+
+def _getstate(self):
+    """The pickled state: the entries; a consolidated TensorDict's one buffer once."""
+    if "_consolidated" in self.__dict__:  # one buffer, pickled once (not once per leaf)
+        return consolidated_getstate(self)
+    return self.__dict__.copy()
+
+
+def _setstate(self, state):
+    """Restore :func:`_getstate`'s state."""
+    if "_consolidated_layout" in state:
+        consolidated_setstate(self, state)
+        return
+    self.__dict__.update(state)
+
+
+def install() -> None:
+    """Give TensorDict ``state_dict``, ``load_state_dict``, ``consolidate`` and its pickling
+    (``__getstate__`` / ``__setstate__``). They build TensorDicts, so they live above
+    core/tensordict.py, which cannot import them; the core's face calls this once.
+
+    Example: ``install()``
+    """
+    TensorDict.state_dict = _state_dict
+    TensorDict.load_state_dict = _load_state_dict
+    TensorDict.consolidate = _consolidate
+    TensorDict.__getstate__ = _getstate
+    TensorDict.__setstate__ = _setstate

@@ -4,21 +4,9 @@ from .nontensor import (BatchSizeError, NonTensorData, NonTensorStack, capture_n
 from .core import (LockedError, NestedKey, RaggedTensorDict, TensorDict, TensorDictBase, assert_allclose_td, cat,
                    lazy_stack, print_directory_tree, stack, unravel_key)
 from .memmap import MemoryMappedTensor
-from .tensorclass import TensorClass, is_tensorclass, tensorclass
+from .tensorclass import TensorClass, from_dataclass, is_tensorclass, tensorclass
 from .memmap_api import TensorDictFuture, load_memmap  # noqa: E402
 from .fsops import FormatError  # noqa: E402
-from .dataclass_convert import from_dataclass, tensordict_from_dataclass as _td_from_dataclass  # noqa: E402
-
-TensorDict.from_dataclass = classmethod(_td_from_dataclass)
-
-from .tensorclass_torch import install as _install_torch_functions  # noqa: E402
-
-_install_torch_functions()
-
-from .tensorclass_methods import install as _install_tensorclass_methods  # noqa: E402
-
-_install_tensorclass_methods()
-
 from .storage_hooks import install as _install_storage  # noqa: E402
 
 _install_storage()

@@ -1,4 +1,4 @@
-"""torch functions and autograd on tensorclasses and TensorDicts (chatdata.td.tensorclass_torch,
+"""torch functions and autograd on tensorclasses and TensorDicts (chatdata.td.tensorclass.torch_functions,
 chatdata.td.core.autograd_methods)."""
 from __future__ import annotations
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from .nontensor import Batched
-from .core import dispatch as _shape_dispatch
-from .tensorclass import TensorClass
+from ..nontensor import Batched
+from ..core import dispatch as _shape_dispatch
+from .base import TensorClass
 
 __all__ = ["collection_torch_function", "tensorclass_torch_function", "install"]
 
@@ -108,7 +108,7 @@ def _first_tensorclass(obj):
 
 def _is_storage(obj) -> bool:
     """A TensorDict or ragged stack that can hold a tensorclass's fields."""
-    from .core import is_collection
+    from ..core import is_collection
 
     return is_collection(obj) and not isinstance(obj, TensorClass) and hasattr(obj, "keys")
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from .tensorclass import TensorClass
-from .core import TensorDict
+from .base import TensorClass, _unwrap
+from ..core import TensorDict
 
 __all__ = ["install"]
 
@@ -59,8 +59,6 @@ def get_at(self, key, index, default=_MISSING):
     val = self._storage.get(key)
     if val is None:
         return None if default is _MISSING else default
-    from .tensorclass import _unwrap
-
     return _unwrap(val[index])
 
 
@@ -95,7 +93,7 @@ def from_list(cls, input_list, batch_size=None, device=None, **kwargs):
 
     Example: ``Pair.from_list([{"a": 1.0, "b": "x"}, {"a": 2.0, "b": "y"}]).batch_size`` -> ``[2]``
     """
-    from .core import stack
+    from ..core import stack
 
     if not input_list:
         raise ValueError(f"{cls.__name__}.from_list needs a non-empty list")
@@ -116,7 +114,7 @@ def fromkeys(cls, keys, value=0, batch_size=None, device=None):
 
 def _class_stacker(name):
     def method(cls, items, dim: int = 0, *, out=None, **kwargs):
-        from .core import functional
+        from ..core import functional
 
         items = list(items)
         wrong = sorted({type(i).__name__ for i in items if not isinstance(i, cls)})

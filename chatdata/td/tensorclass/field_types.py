@@ -23,6 +23,10 @@ import typing
 
 import torch
 
+from ..core import TensorDict
+from ..nontensor import Batched, NonTensorData, NonTensorStack
+from .registry import _REGISTRY
+
 __all__ = ["field_hints", "union_args", "plain_class", "is_tensor_hint", "is_tensordict_hint",
            "is_non_tensor_hint"]
 
@@ -37,8 +41,6 @@ def _namespace(cls) -> tuple[dict, dict]:
 
 
 def _registry_names() -> dict:
-    from .tensorclass import _REGISTRY
-
     return {c.__name__: c for c in _REGISTRY.values()}
 
 
@@ -132,8 +134,6 @@ def is_tensor_hint(hint) -> bool:
         >>> is_tensor_hint(torch.IntTensor | None), is_tensor_hint(str)
         (True, False)
     """
-    from .nontensor import Batched
-
     if _is_none(hint):
         return True
     members = union_args(hint)
@@ -160,8 +160,6 @@ def is_tensordict_hint(hint) -> bool:
         >>> is_tensordict_hint(TensorDict[str, torch.Tensor] | None)
         True
     """
-    from .core import TensorDict
-
     return _mentions(hint, lambda c: issubclass(c, TensorDict))
 
 
@@ -173,6 +171,4 @@ def is_non_tensor_hint(hint) -> bool:
         >>> is_non_tensor_hint(NonTensorData)
         True
     """
-    from .nontensor import NonTensorData, NonTensorStack
-
     return _mentions(hint, lambda c: issubclass(c, (NonTensorData, NonTensorStack)))

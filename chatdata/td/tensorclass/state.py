@@ -37,17 +37,17 @@ from collections.abc import Mapping
 
 import torch
 
-from .nontensor import BatchSizeError
-from .core import check_batch
-from .nontensor import NonTensorData, NonTensorStack, is_non_tensor
-from .core.state import _StateDict, _non_tensor_entry
+from ..core import TensorDict, check_batch
+from ..core.state import _StateDict, _non_tensor_entry
+from ..nontensor import BatchSizeError, NonTensorData, is_non_tensor
+from .base import TensorClass
+from .options import _resolve
+from .registry import registered_tensorclass
 
-__all__ = ["tensorclass_state_dict", "tensorclass_load_state_dict"]
+__all__ = ["tensorclass_state_dict", "tensorclass_load_state_dict", "install"]
 
 
 def _is_tc(obj) -> bool:
-    from .tensorclass import TensorClass
-
     return isinstance(obj, TensorClass)
 
 
@@ -159,18 +159,12 @@ def _parse(sd) -> _Node:
 
 def _fields_of(target):
     """Allowed keys: a tensorclass's fields; None (anything) for a TensorDict."""
-    from .tensorclass import TensorClass
-
     cls = target if isinstance(target, type) else type(target)
     return cls._field_names if issubclass(cls, TensorClass) else None
 
 
 def _child_class(target, key, node):
     """The class to create for a missing nested collection ``key`` of ``target``."""
-    from .tensorclass import TensorClass, registered_tensorclass
-    from .tensorclass_options import _resolve
-    from .core import TensorDict
-
     cls = target if isinstance(target, type) else type(target)
     if issubclass(cls, TensorClass):
         hinted = _resolve(cls, key, unions=True)
@@ -244,8 +238,6 @@ def _check(target, node, strict: bool, assign: bool, where: str, parent_bs=None)
 
 
 def _load(obj, node, assign: bool) -> None:
-    from .core import TensorDict
-
     st = _storage(obj)
     bs = node.meta.get("batch_size")
     if bs is not None and list(st.batch_size) != list(bs):
@@ -289,3 +281,25 @@ def tensorclass_load_state_dict(tc, state_dict, strict: bool = True, assign: boo
     _check(tc, node, strict, assign, "")
     _load(tc, node, assign)
     return tc
+
+
+# -- the methods TensorClass gets from this module (they check classes against TensorClass,
+#    so they live above tensorclass/base.py, which cannot import them) ----------------------
+def _state_dict_method(self, destination=None, prefix: str = "", keep_vars: bool = False, flatten: bool = True):
+    """Tensor fields by dot-separated key; class, batch size and non-tensor fields in
+    ``_metadata`` (``flatten=False``: nested dicts). See :mod:`chatdata.td.tensorclass.state`."""
+    return tensorclass_state_dict(self, destination, prefix, keep_vars, flatten)
+
+
+def _load_state_dict_method(self, state_dict, strict: bool = True, assign: bool = False, from_flatten: bool = False):
+    """Load a flat, nested or legacy state dict in place; checked before anything changes."""
+    return tensorclass_load_state_dict(self, state_dict, strict, assign)
+
+
+def install() -> None:
+    """Give TensorClass ``state_dict`` and ``load_state_dict``; the room's face calls it once.
+
+    Example: ``install()``
+    """
+    TensorClass.state_dict = _state_dict_method
+    TensorClass.load_state_dict = _load_state_dict_method

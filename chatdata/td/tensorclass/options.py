@@ -27,7 +27,10 @@ from collections.abc import Mapping
 
 import torch
 
-from .tensorclass_types import field_hints, is_non_tensor_hint, is_tensor_hint, is_tensordict_hint, plain_class, union_args
+from ..core import TensorDict
+from ..nontensor import Batched, NonTensorData
+from .field_types import field_hints, is_non_tensor_hint, is_tensor_hint, is_tensordict_hint, plain_class, union_args
+from .registry import _REGISTRY
 
 try:  # numpy is optional
     import numpy as _np
@@ -35,6 +38,11 @@ except ImportError:  # pragma: no cover
     _np = None
 
 __all__ = ["set_options", "options_base", "check_tensor_only", "cast_value"]
+
+#: TensorClass itself (casting a mapping into a field builds one when the field's class is a
+#: tensorclass). tensorclass/base.py sets it when it defines the class: it imports this module,
+#: so this module cannot import it.
+tensorclass_type: type = None
 
 _OPTIONS = ("autocast", "nocast", "shadow", "frozen", "tensor_only")
 _BASES: dict = {}
@@ -69,8 +77,6 @@ def _is_tensor_string(ann: str) -> bool:
     """Best effort for an annotation that could not be evaluated (a forward reference)."""
     import re
 
-    from .tensorclass_registry import _REGISTRY
-
     tc_names = {c.__name__ for c in _REGISTRY.values()}
     parts = [p.strip() for p in re.split(r"[|,\[\]]", ann) if p.strip() and p.strip() not in ("Optional", "Union", "typing.Optional", "typing.Union")]
     return all(p in ("torch.Tensor", "Tensor", "None") or p.startswith("torch.") and p.endswith("Tensor")
@@ -95,8 +101,6 @@ def _string_target(cls, ann: str):
     name = ann.strip().strip("'\"").replace("Optional[", "").rstrip("]").split("|")[0].strip()
     if name == cls.__name__:
         return cls
-    from .tensorclass_registry import _REGISTRY
-
     for c in reversed(list(_REGISTRY.values())):
         if c.__name__ == name:
             return c
@@ -123,8 +127,6 @@ def _resolve(cls, name: str, *, unions: bool):
 def _plain_mapping(value):
     """A Mapping (UserDict, nested ones too) as a dict for a TensorDict; TensorDicts and other
     collections inside are kept as they are (same object, lock state kept)."""
-    from .nontensor import Batched
-
     if isinstance(value, Batched) or not isinstance(value, Mapping):
         return value
     return {k: _plain_mapping(v) for k, v in value.items()}
@@ -132,8 +134,6 @@ def _plain_mapping(value):
 
 def _from_mapping(target, value, batch_size):
     """A tensorclass built from a mapping of (some of) its fields; missing fields read None."""
-    from .core import TensorDict
-
     if not set(value) <= set(target._field_names):
         return target.from_dict(dict(value), batch_size=batch_size)
     required = [n for n in target._field_names if n not in target._field_defaults]
@@ -147,10 +147,6 @@ def _from_mapping(target, value, batch_size):
 
 
 def _cast_mapping(cls, name, value, batch_size):
-    from .nontensor import NonTensorData
-    from .tensorclass import TensorClass
-    from .core import TensorDict
-
     tensor_only = getattr(cls, "_tensor_only", False)
     autocast = getattr(cls, "_autocast", False)
     hint = field_hints(cls).get(name)
@@ -160,7 +156,7 @@ def _cast_mapping(cls, name, value, batch_size):
         if is_tensordict_hint(hint):
             return TensorDict(_plain_mapping(value), batch_size=batch_size)
     target = _resolve(cls, name, unions=not autocast)
-    if isinstance(target, type) and issubclass(target, TensorClass):
+    if isinstance(target, type) and issubclass(target, tensorclass_type):
         return _from_mapping(target, value, batch_size)
     if target is TensorDict or tensor_only or autocast and target is typing.Any:
         return TensorDict(_plain_mapping(value), batch_size=batch_size)
@@ -175,8 +171,6 @@ def _numeric(value) -> bool:
 
 def cast_value(cls, name: str, value, batch_size):
     """The value to store for field ``name`` of ``cls`` (see the module docstring)."""
-    from .core import TensorDict
-
     if isinstance(value, Mapping) and not isinstance(value, TensorDict):
         return _cast_mapping(cls, name, value, batch_size)
     if getattr(cls, "_tensor_only", False):

@@ -30,6 +30,8 @@ import weakref
 
 import torch
 
+from .base import TensorClass
+
 __all__ = ["from_dataclass", "tensordict_from_dataclass"]
 
 # what ``@dataclass`` writes into a class body; the tensorclass provides its own
@@ -56,8 +58,6 @@ def _cached_class(dc: type, options: dict) -> type:
 
 
 def _class_from_dataclass(dc: type, options: dict) -> type:
-    from .tensorclass import TensorClass
-
     try:
         hints = typing.get_type_hints(dc)
     except Exception:  # noqa: BLE001 - unresolvable forward references: keep the written annotations
@@ -104,8 +104,6 @@ def from_dataclass(obj, *, dest_cls=None, auto_batch_size: bool = False, batch_d
         >>> type(from_dataclass(Point(1))) is type(from_dataclass(Point(2))) is from_dataclass(Point)
         True
     """
-    from .tensorclass import TensorClass
-
     options = {"autocast": autocast, "nocast": nocast, "tensor_only": tensor_only, "frozen": frozen, "shadow": shadow}
     if isinstance(obj, type):
         if issubclass(obj, TensorClass):

@@ -1,4 +1,5 @@
-"""``@tensorclass`` and ``TensorClass``: dataclass-like classes whose fields live in a TensorDict.
+"""``TensorClass``: dataclass-like classes whose fields live in a TensorDict (``@tensorclass``,
+in :mod:`.decorator`, makes one from an annotated class).
 
 Fields annotated as tensors hold tensors; other fields hold strings, lists, dicts, None or
 nested collections, stored as non-tensor entries, so indexing, stacking and saving treat every
@@ -20,18 +21,15 @@ import typing
 
 import torch
 
-from .nontensor import Batched
-from .nontensor import NonTensorData, NonTensorStack, list_to_stack
-from .core import TensorDict
-from .tensorclass_repr import tensorclass_repr
-from .tensorclass_options import cast_value, check_tensor_only, options_base, set_options
-from .tensorclass_types import field_hints, is_non_tensor_hint
-from .tensorclass_state import tensorclass_load_state_dict, tensorclass_state_dict
-from .dataclass_convert import from_dataclass
-from .tensorclass_registry import _REGISTRY, register_tensorclass, registered_tensorclass
-from .core import GENERIC_NESTED_ERR, is_valid_key
+from ..core import GENERIC_NESTED_ERR, TensorDict, is_valid_key
+from ..nontensor import Batched, NonTensorData, NonTensorStack, list_to_stack
+from . import options as _options
+from .field_types import field_hints, is_non_tensor_hint
+from .options import cast_value, check_tensor_only, options_base, set_options
+from .registry import _REGISTRY, registered_tensorclass
+from .repr import tensorclass_repr
 
-__all__ = ["tensorclass", "TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
+__all__ = ["TensorClass", "is_tensorclass", "register_tensorclass", "registered_tensorclass"]
 
 _MISSING = dataclasses.MISSING
 
@@ -541,14 +539,8 @@ class TensorClass(Batched):
             raise TypeError(f"unhashable type: {type(self).__name__!r} (declare it frozen=True to hash it)")
         return id(self)
 
-    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False, flatten: bool = True):
-        """Tensor fields by dot-separated key; class, batch size and non-tensor fields in
-        ``_metadata`` (``flatten=False``: nested dicts). See :mod:`chatdata.td.tensorclass_state`."""
-        return tensorclass_state_dict(self, destination, prefix, keep_vars, flatten)
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False, from_flatten: bool = False):
-        """Load a flat, nested or legacy state dict in place; checked before anything changes."""
-        return tensorclass_load_state_dict(self, state_dict, strict, assign)
+    # state_dict / load_state_dict check classes against TensorClass: tensorclass/state.py
+    # installs them (more methods: tensorclass/methods.py; torch functions: torch_functions.py).
 
     def __getstate__(self):
         return {"_storage": self._storage}
@@ -560,28 +552,15 @@ class TensorClass(Batched):
         return tensorclass_repr(self)
 
 
-def tensorclass(cls=None, *, autocast: bool = False, frozen: bool = False, nocast: bool = False, shadow: bool = False,
-                tensor_only: bool = False):
-    """Turn an annotated class into a tensorclass (see the module docstring).
+def register_tensorclass(name: str, cls) -> None:
+    """Make saved data whose class is ``name`` load as ``cls`` (see :mod:`.registry`).
 
     Example:
-        >>> @tensorclass
-        ... class Msg:
-        ...     text: str
-        >>> Msg(text=["a", "b"], batch_size=[2])[1].text
-        'b'
+        >>> register_tensorclass("otherlib.Sample", Sample)  # doctest: +SKIP
     """
+    if not (isinstance(cls, type) and issubclass(cls, TensorClass)):
+        raise TypeError(f"register_tensorclass needs a tensorclass, got {cls!r}")
+    _REGISTRY[name] = cls
 
-    def wrap(c):
-        if issubclass(c, TensorClass):
-            set_options(c, autocast=autocast or None, nocast=nocast or None, shadow=shadow or None,
-                        frozen=frozen or None, tensor_only=tensor_only or None)
-            return c
-        if "__dataclass_fields__" in c.__dict__:  # @tensorclass over @dataclass: as from_dataclass(c) (fields, methods)
-            return from_dataclass(c, autocast=autocast, nocast=nocast, shadow=shadow, frozen=frozen,
-                                  tensor_only=tensor_only)
-        namespace = {"__module__": c.__module__, "__qualname__": c.__qualname__, "__doc__": c.__doc__}
-        return type(c.__name__, (c, TensorClass), namespace, autocast=autocast, nocast=nocast, shadow=shadow,
-                    frozen=frozen, tensor_only=tensor_only)
 
-    return wrap if cls is None else wrap(cls)
+_options.tensorclass_type = TensorClass  # casting a mapping into a field checks for tensorclasses

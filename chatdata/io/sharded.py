@@ -408,7 +408,7 @@ class ShardedWriter:
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
 
     def _open(self):
-        from ..td.stream import StreamWriter
+        from ..td.storage import StreamWriter
 
         self._current_name = f"{SHARDS}/{new_shard_name()}"
         if self.kind == "History":

@@ -93,7 +93,7 @@ class NonTensorData(_StateFlags, Batched):
     def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
         """Take ``other``'s value (a NonTensorData or a plain value); a locked (shared or
         memory-mapped) one needs ``inplace=True``. In a memory-mapped folder the new value is
-        written through to its ``meta.json`` atomically (:mod:`chatdata.td.writethrough`)."""
+        written through to its ``meta.json`` atomically (:mod:`chatdata.td.storage.writethrough`)."""
         if self._is_locked and not inplace:
             raise RuntimeError("cannot update a locked NonTensorData (shared or memory-mapped); use inplace=True or update_()")
         if isinstance(other, NonTensorStack):

@@ -11,7 +11,7 @@ Example:
 """
 from __future__ import annotations
 
-__all__ = ["registered_tensorclass", "registered_classes"]
+__all__ = ["registered_tensorclass", "registered_classes", "resolve_tensorclass"]
 
 _REGISTRY: dict = {}
 
@@ -34,3 +34,27 @@ def registered_classes() -> list:
         True
     """
     return list(_REGISTRY.values())
+
+
+def resolve_tensorclass(path):
+    """The tensorclass defined (or registered) as ``module.Qualname``; None, with a warning, when
+    no such class exists in this process (what the storage room's reader asks). Loading never
+    imports a module named by the data.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     resolve_tensorclass("no.such.Class") is None
+        True
+    """
+    import warnings
+
+    cls = registered_tensorclass(path) if isinstance(path, str) else None
+    if cls is None:
+        warnings.warn(
+            f"tensorclass {path} is not defined in this process, so the data loads as a "
+            "TensorDict; import the module that defines it before loading to get the class back",
+            stacklevel=3,
+        )
+    return cls

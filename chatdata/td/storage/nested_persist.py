@@ -33,6 +33,7 @@ import torch
 
 from .dtypes import dtype_name, parse_dtype
 from .fsops import FormatError
+from .memmap import MemoryMappedTensor, _as_nested
 
 __all__ = ["nested_parts", "nested_meta", "load_nested", "check_sizes"]
 
@@ -131,8 +132,6 @@ def load_nested(folder, m: dict, where: str, *, meta_device: bool = False, fake:
     """The nested tensor of entry ``m`` in the opened folder (data mapped, not read); a bad
     entry or file is a :class:`FormatError` naming it. Called by the reader; see the module
     example for the public round trip (``td.memmap(path)`` / ``load_memmap(path)``)."""
-    from .memmap import MemoryMappedTensor, _as_nested
-
     dtype, count, ndim, layout, (data_name, sizes_name), ragged_idx = _check_meta(m, where)
     if not folder.is_file(sizes_name):
         raise FormatError(f"{where}: sizes file {folder.path / sizes_name} is missing")

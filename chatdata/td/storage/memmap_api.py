@@ -1,6 +1,6 @@
 """The memmap API of every collection: ``memmap``, ``memmap_``, ``memmap_like``, ``save``,
 ``dumps``, ``load_memmap`` (function and classmethod), ``load``, ``load_``, ``load_memmap_``
-and ``memmap_refresh_``, on top of :mod:`chatdata.td.persist`.
+and ``memmap_refresh_``, on top of :mod:`chatdata.td.storage.persist`.
 
 Example:
     >>> td = TensorDict.fromkeys(["a", "b", ("nested", "e")], 0)
@@ -17,10 +17,12 @@ from pathlib import Path
 
 import torch
 
-from . import persist
+from ..core import RaggedTensorDict
+from ..nontensor import NonTensorData
 from .memmap import MemoryMappedTensor
-from .nontensor import NonTensorData
-from .core import RaggedTensorDict
+from .persist import load, save_and_load
+from .reader import _fake_mode_active
+from .verify import verify as _verify
 
 __all__ = ["load_memmap", "TensorDictFuture", "attach"]
 
@@ -127,7 +129,7 @@ def _memmap_into(self, prefix, copy_existing, num_threads, existsok, _like, dura
                 )
     try:
         # the object of this call's own save, even if another writer swaps ``prefix`` right after
-        _, out = persist.save_and_load(self, prefix, num_threads=num_threads, like=_like, existsok=existsok,
+        _, out = save_and_load(self, prefix, num_threads=num_threads, like=_like, existsok=existsok,
                                        durable=durable)
     except BaseException:
         if temporary is not None:
@@ -178,15 +180,13 @@ def load_memmap(prefix, device=None, non_blocking: bool = False, *, out=None, al
     ``device="meta"`` opens no data file; under ``FakeTensorMode`` tensors are fake; ``out``
     receives the loaded values in place. ``allow_pickle`` is accepted for tensordict code and
     changes nothing: chatdata never unpickles data. ``verify=True`` first reads every file and
-    checks sizes, offsets, UTF-8 and checksums (:func:`chatdata.td.verify.verify`), raising
+    checks sizes, offsets, UTF-8 and checksums (:func:`chatdata.td.storage.verify.verify`), raising
     ``FormatError`` naming the bad file.
     """
     if verify:
-        from .verify import verify as _verify
-
         _verify(prefix).raise_if_bad()
-    fake = persist._fake_mode_active()
-    res = persist.load(prefix, device, fake=fake)
+    fake = _fake_mode_active()
+    res = load(prefix, device, fake=fake)
     if out is not None:
         _storage(out).update_(_storage(res))
         return out

@@ -5,7 +5,7 @@ tensorclasses, and none of them imports it. Where one of them must reach the for
 module hands it the piece it needs, once, when the storage room is imported:
 
 - ``memmap``, ``memmap_``, ``memmap_like``, ``save``, ``load_memmap``, ... on TensorDict,
-  RaggedTensorDict, NonTensorStack and every tensorclass (:mod:`chatdata.td.memmap_api`);
+  RaggedTensorDict, NonTensorStack and every tensorclass (:mod:`chatdata.td.storage.memmap_api`);
 - the memory-mapped buffer of ``TensorDict.consolidate(filename=...)``;
 - ``FormatError`` as what a corrupt packed string column raises.
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import torch
 
-from .core import RaggedTensorDict, TensorDict, state as _core_state
+from ..core import RaggedTensorDict, TensorDict, state as _core_state
+from ..nontensor import NonTensorStack, Pool
+from ..tensorclass import TensorClass
 from .fsops import FormatError
 from .memmap import MemoryMappedTensor
 from .memmap_api import attach
-from .nontensor import NonTensorStack, Pool
-from .tensorclass import TensorClass
 
 __all__ = ["install"]
 
@@ -43,8 +43,8 @@ def file_backed_buffer(nbytes: int, filename) -> torch.Tensor:
 
 
 def install() -> None:
-    """Register the storage room with the rooms below (see the module docstring); the storage
-    room's face calls it once.
+    """Register the storage room with the rooms below (see the module docstring); the room's
+    face calls it once.
 
     Example: ``install()``
     """

@@ -1,6 +1,6 @@
 """File-system helpers for saving: an atomic folder swap, the target checks of a save (symlinked
 targets, foreign files) and the format error type. Temporary folders and their orphans live in
-:mod:`chatdata.td.tempdirs` (``find_orphans`` is re-exported here).
+:mod:`chatdata.td.storage.tempdirs` (``find_orphans`` is re-exported here).
 
 Example:
     >>> import tempfile, pathlib

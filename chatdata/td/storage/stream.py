@@ -37,14 +37,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core import RaggedTensorDict, key_to_filename
+from ..nontensor import NonTensorData, NonTensorStack, pack_strings, to_json
 from .checksum import HashingFile, record, sorted_checksums
+from .dtypes import dtype_name
 from .fsops import durable_replace, resolve_target
+from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .tempdirs import WriterTemp, remove_orphans
-from .core import key_to_filename
-from .nontensor import NonTensorData, NonTensorStack
-from .persist import FORMAT_NAME, FORMAT_VERSION, dtype_name
-from .nontensor import pack_strings, to_json
-from .core import RaggedTensorDict
 
 __all__ = ["StreamWriter"]
 

@@ -9,19 +9,26 @@ vectorised pass, the first time the loaded stack is read. A corrupt folder there
 Example:
     >>> check_offsets(torch.tensor([0, 2, 1, 3]), 3, "x/_offsets.memmap")
     Traceback (most recent call last):
-    chatdata.td.fsops.FormatError: x/_offsets.memmap: offsets must not decrease (offset 2 is 1, after 2)
+    chatdata.td.storage.fsops.FormatError: x/_offsets.memmap: offsets must not decrease (offset 2 is 1, after 2)
 """
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import torch
 
 from .fsops import FormatError
-from .core import RaggedTensorDict
+from ..core import RaggedTensorDict
 
-__all__ = ["check_offsets", "parse_meta", "check_version", "LoadedRagged"]
+__all__ = ["check_offsets", "parse_meta", "check_version", "LoadedRagged", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "chatdata"  # every meta.json's "format"
+FORMAT_VERSION = 1  # and its "version" (readers refuse newer ones)
+
+if sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
+    raise ImportError("chatdata's on-disk format is little-endian; big-endian hosts are not supported")
 
 
 def parse_meta(raw: bytes, where) -> dict:
@@ -31,7 +38,7 @@ def parse_meta(raw: bytes, where) -> dict:
     Example:
         >>> parse_meta(b"[" * 100000, "m.json")
         Traceback (most recent call last):
-        chatdata.td.fsops.FormatError: m.json is not valid JSON (nested too deeply)
+        chatdata.td.storage.fsops.FormatError: m.json is not valid JSON (nested too deeply)
     """
     try:
         meta = json.loads(raw.decode("utf-8"))

@@ -40,6 +40,9 @@ import uuid
 from pathlib import Path
 
 from .fsops import UPDATE_TEMP_PREFIX as TEMP_PREFIX, FormatError
+from .integrity import parse_meta
+from .json_values import _entry_value
+from .writer import _save
 
 try:
     import fcntl
@@ -81,7 +84,7 @@ class ValueLink:
 
 def link_value(obj, folder, key) -> None:
     """Record on the ``NonTensorData`` ``obj`` that it is entry ``key`` of the opened
-    :class:`~chatdata.td.folder.Folder` ``folder`` (called by the reader); ``key=None`` for a
+    :class:`~chatdata.td.storage.folder.Folder` ``folder`` (called by the reader); ``key=None`` for a
     ``NonTensorStack`` saved as a folder of its own.
 
     Example:
@@ -127,10 +130,8 @@ def write_value(link: ValueLink, value) -> bool:
         >>> write_value(td.get("tag")._disk, {"v": 2}), load_memmap(path)["tag"]
         (True, {'v': 2})
     """
-    from .json_values import _entry_value  # same checks and messages as a save
-
     where = f"entry {link.key!r} of {link.folder}"
-    _entry_value(value, where)
+    _entry_value(value, where)  # the writer's checks and messages
     try:
         fd = os.open(link.folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
@@ -220,8 +221,6 @@ def _in_memory_only(link: ValueLink, why: str) -> bool:
 
 
 def _read_meta(fd: int, where: Path) -> dict:
-    from .integrity import parse_meta
-
     try:
         mfd = os.open("meta.json", os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK, dir_fd=fd)
     except FileNotFoundError:
@@ -252,6 +251,11 @@ def _remove_leftovers(fd: int) -> None:
                 pass
 
 
+def _folder_ident(path) -> tuple:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def write_stack(stack) -> bool:
     """Save a ``NonTensorStack`` memory-mapped on its own (``stack.memmap_(path)``) again to its
     folder, after an in-place change: the whole column is rewritten and swapped in with the
@@ -268,8 +272,6 @@ def write_stack(stack) -> bool:
         >>> load_memmap(path).tolist()
         ['a', 'z']
     """
-    from .persist import save_and_load
-
     link = stack._disk
     try:
         fd = os.open(link.folder, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
@@ -285,8 +287,9 @@ def write_stack(stack) -> bool:
             return _detached(link)
         if st.st_nlink == 0 or (st.st_dev, st.st_ino) != link.ident or (now.st_dev, now.st_ino) != link.ident:
             return _detached(link)  # another save took the path: its folder is not ours to rewrite
-        _, loaded = save_and_load(stack, link.folder, durable=link.durable)
-        link.ident = loaded._disk.ident  # the folder this save put in place
+        # the identity of the folder this save puts in place (taken before the swap)
+        _, link.ident = _save(stack, link.folder, num_threads=0, like=False, existsok=True,
+                              after_write=_folder_ident, durable=link.durable)
         return True
     finally:
         os.close(fd)

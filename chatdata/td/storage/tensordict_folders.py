@@ -21,8 +21,11 @@ from pathlib import Path
 
 import torch
 
+from ..core import TensorDict, check_batch, stack
+from ..nontensor import NonTensorData, NonTensorStack
+from ..tensorclass.registry import resolve_tensorclass
+from .dtypes import parse_dtype
 from .fsops import FormatError
-from .nontensor import NonTensorData, NonTensorStack
 
 __all__ = ["load_foreign", "td_encode_key"]
 
@@ -80,7 +83,7 @@ def _class_path(type_str, where) -> str:
 
 def load_foreign(folder, meta: dict, reader):
     """Load a tensordict/torchrl folder (see the module docstring); ``folder`` is an opened
-    :class:`~chatdata.td.folder.Folder`."""
+    :class:`~chatdata.td.storage.folder.Folder`."""
     where = folder.path / "meta.json"
     typ = meta.get("_type")
     if typ is None:
@@ -103,9 +106,6 @@ def load_foreign(folder, meta: dict, reader):
 
 
 def _load_td(folder, meta: dict, reader):
-    from .core import check_batch
-    from .core import TensorDict
-
     where = folder.path / "meta.json"
     try:
         bs = torch.Size([int(s) for s in meta.get("shape", [])])
@@ -133,8 +133,6 @@ def _load_td(folder, meta: dict, reader):
             except (TypeError, ValueError):
                 raise FormatError(f"{where}: entry {key!r} has a bad shape {m['shape']!r}") from None
             if n == 0 and not folder.exists(name):
-                from .dtypes import parse_dtype
-
                 value = torch.empty([int(s) for s in m["shape"]], dtype=parse_dtype(m["dtype"], where))
             else:
                 value = reader.tensor(folder, {"dtype": m["dtype"], "shape": m["shape"], "file": name}, f"{where} entry {key!r}")
@@ -153,8 +151,6 @@ def _missing(path: Path):
 
 
 def _load_lazy(folder, meta: dict, reader):
-    from .core import stack
-
     dim = meta.get("stack_dim", 0)
     members = []
     i = 0
@@ -173,8 +169,6 @@ def _load_lazy(folder, meta: dict, reader):
 
 
 def _load_tensorclass(folder, meta: dict, reader, class_path: str):
-    from .persist import resolve_tensorclass
-
     if not folder.is_dir("_tensordict"):
         raise FormatError(f"{folder.path / 'meta.json'}: tensorclass {class_path} without its _tensordict/ folder")
     storage = reader.collection(folder.sub("_tensordict"))

@@ -1,6 +1,6 @@
 """What a save accepts as non-tensor values: JSON values (never pickled), and no lone surrogates
-(UTF-8 cannot hold them). Shared by the writer (:mod:`chatdata.td.persist`) and in-place value
-updates (:mod:`chatdata.td.writethrough`), so both refuse the same values with the same messages.
+(UTF-8 cannot hold them). Shared by the writer (:mod:`chatdata.td.storage.persist`) and in-place value
+updates (:mod:`chatdata.td.storage.writethrough`), so both refuse the same values with the same messages.
 
 Example:
     >>> _entry_value({"a": [1, 2.5, None]}, "entry 'x'")

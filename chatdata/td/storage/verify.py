@@ -10,7 +10,7 @@ the first and last offsets). :func:`verify` reads every file once and checks, pe
   writer stores them);
 * ragged stacks: offsets start at 0, never decrease and end at the number of value rows;
 * every file whose checksum ``meta.json`` records hashes to it (XXH3-64, see
-  :mod:`chatdata.td.checksum`): this catches a same-size change that keeps the data valid;
+  :mod:`chatdata.td.storage.checksum`): this catches a same-size change that keeps the data valid;
 * finally the folder loads (every check loading makes).
 
 Folders written before checksums existed verify everything but the checksums (their files are
@@ -39,7 +39,10 @@ import torch
 
 from . import checksum as _checksum
 from .fsops import UPDATE_TEMP_PREFIX, FormatError
-from .persist import FORMAT_NAME, FORMAT_VERSION, _parse_shape, load, parse_dtype
+from .dtypes import parse_dtype
+from .integrity import FORMAT_NAME, FORMAT_VERSION
+from .nested_persist import _check_meta, check_sizes
+from .reader import _parse_shape, load
 
 
 def _read_meta(folder: Path) -> dict:
@@ -345,8 +348,6 @@ class _Verifier:
 
     def nested(self, folder: Path, m: dict, sums, where: str):
         """Check a nested tensor's sizes and data files; returns ``[count]`` (or None)."""
-        from .nested_persist import _check_meta, check_sizes
-
         try:
             dtype, count, ndim, _layout, (data_name, sizes_name), _ragged = _check_meta(m, where)
         except FormatError as err:

@@ -259,7 +259,7 @@ def bench_load_read_all(p: Path, n: int, repeat: int = 7):
 def bench_checksums(data, work: Path, n: int, repeat: int = 9):
     """memmap with checksums, without (switched off), and durable: interleaved (the order reversed
     every other round), best of ``repeat``."""
-    from chatdata.td import checksum
+    from chatdata.td.storage import checksum
 
     times = {"with": [], "without": [], "durable": []}
     try:

@@ -15,8 +15,7 @@ import numbers
 
 import torch
 
-from ..nontensor import Batched, BatchSizeError
-from ..nontensor import NonTensorData, NonTensorStack, list_to_stack
+from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, list_to_stack
 
 __all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor"]
 

@@ -17,8 +17,7 @@ import operator
 import torch
 
 from .convert import is_collection
-from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
-from ..nontensor import Pool
+from ..nontensor import NonTensorData, NonTensorStack, Pool, is_non_tensor
 
 __all__ = ["ExtraMethods"]
 

@@ -16,12 +16,11 @@ import types
 
 import torch
 
-from ..nontensor import Batched, BatchSizeError, indexed_batch_size, normalize_index
+from ..nontensor import (Batched, BatchSizeError, LinkedList, NonTensorData, NonTensorStack, indexed_batch_size,
+                         normalize_index)
 from .convert import check_batch, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
 from .repr import td_repr
-from ..nontensor import LinkedList
-from ..nontensor import NonTensorData, NonTensorStack
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods
 from .module_params import ModuleParams

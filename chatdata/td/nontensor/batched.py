@@ -140,9 +140,9 @@ class Batched:
         new_bs = fn(dummy(self.batch_size)).shape
         return self._apply_batch_fn(fn, torch.Size(new_bs))
 
-    # torch functions (torch.stack, torch.cat, ...) on any container: chatdata.td.core.functional,
-    # which builds on the containers, installs its handler here when it is imported (td/__init__
-    # imports it), so this base module needs nothing above it
+    # torch functions (torch.stack, torch.cat, ...) on any container: the tensorclass room's face
+    # installs the handler here (chatdata.td.tensorclass.torch_functions, which dispatches to
+    # chatdata.td.core.functional), so this base module needs nothing above it
     _torch_function_handler = None
 
     @classmethod

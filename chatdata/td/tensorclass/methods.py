@@ -211,7 +211,7 @@ def _reflected(name):
 
 
 def install() -> None:
-    """Attach the methods above to TensorClass (td/__init__ calls this once).
+    """Attach the methods above to TensorClass (the tensorclass room's face calls this once).
 
     Example: ``install()``
     """

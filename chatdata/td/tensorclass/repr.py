@@ -14,8 +14,7 @@ Example:
 """
 from __future__ import annotations
 
-from ..core import TensorDict
-from ..core import indent, leaf_repr
+from ..core import TensorDict, indent, leaf_repr
 
 __all__ = ["tensorclass_repr"]
 

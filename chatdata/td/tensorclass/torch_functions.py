@@ -150,7 +150,7 @@ def tensorclass_torch_function(cls, func, types, args=(), kwargs=None):
 
 def install() -> None:
     """Make every collection use :func:`collection_torch_function`, tensorclasses
-    :func:`tensorclass_torch_function`. ``chatdata.td`` calls it on import.
+    :func:`tensorclass_torch_function`. The tensorclass room's face calls it on import.
 
     Example: ``install()``
     """

@@ -42,4 +42,9 @@ def save_and_load(obj, prefix, *, num_threads: int = 0, like: bool = False, exis
     before they are swapped into place), never from what another writer put at ``prefix``
     since. Returns ``(path, loaded)``."""
     return _save(obj, prefix, num_threads=num_threads, like=like, existsok=existsok,
-                 after_write=lambda written: _load_folder(Folder.open(written), prefix), durable=durable)
+                 after_write=_load_written, durable=durable)
+
+
+def _load_written(folder, prefix):
+    """The collection in the just-written ``folder``, shown (paths, errors) as ``prefix``."""
+    return _load_folder(Folder.open(folder), prefix)

@@ -243,10 +243,10 @@ def save(obj, prefix, *, num_threads: int = 0, like: bool = False, existsok: boo
 
 # -- the save protocol (issue 17 / 15): target checks, locked temp folder, orphans, swap ----
 def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, after_write=None, durable: bool = False):
-    """Write ``obj`` to ``prefix`` atomically; returns ``(prefix, after_write(folder))``, where
-    ``after_write`` (when given) receives the written temporary folder before it is swapped in:
-    the reader loads it back from there (``persist.save_and_load``), write-through takes its
-    identity (``writethrough.write_stack``)."""
+    """Write ``obj`` to ``prefix`` atomically; returns ``(prefix, after_write(folder, prefix))``
+    (``prefix`` resolved), where ``after_write`` (when given) receives the written temporary
+    folder before it is swapped in: the reader loads it back from there
+    (``persist.save_and_load``), write-through takes its identity (``writethrough.write_stack``)."""
     prefix = resolve_target(prefix)  # a link to a folder: replace the folder it points to
     if prefix.is_dir() and not existsok and any(prefix.iterdir()):
         raise FileExistsError(f"{prefix} already holds data; pass existsok=True to overwrite it")
@@ -259,7 +259,7 @@ def _save(obj, prefix, *, num_threads: int, like: bool, existsok: bool, after_wr
         _write_collection(obj, tmp.data, w)
         w.run()
         if after_write is not None:
-            result = after_write(tmp.data)
+            result = after_write(tmp.data, prefix)
         if durable:
             fsync_tree(tmp.data)
         atomic_replace(tmp.data, prefix)

@@ -251,7 +251,7 @@ def _remove_leftovers(fd: int) -> None:
                 pass
 
 
-def _folder_ident(path) -> tuple:
+def _folder_ident(path, _prefix) -> tuple:
     st = os.stat(path)
     return st.st_dev, st.st_ino
 

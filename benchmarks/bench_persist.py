@@ -259,7 +259,7 @@ def bench_load_read_all(p: Path, n: int, repeat: int = 7):
 def bench_checksums(data, work: Path, n: int, repeat: int = 9):
     """memmap with checksums, without (switched off), and durable: interleaved (the order reversed
     every other round), best of ``repeat``."""
-    from chatdata.td import checksum
+    from chatdata.td.storage import checksum
 
     times = {"with": [], "without": [], "durable": []}
     try:
@@ -291,7 +291,7 @@ def bench_checksums(data, work: Path, n: int, repeat: int = 9):
 
 def _rehash(root: Path) -> None:
     """Recompute the checksums recorded in every meta.json under ``root`` (after tiling)."""
-    from chatdata.td.checksum import checksum_file
+    from chatdata.td.storage.checksum import checksum_file
 
     for meta_path in root.rglob("meta.json"):
         meta = json.loads(meta_path.read_text())
@@ -301,7 +301,7 @@ def _rehash(root: Path) -> None:
 
 
 def _verify_rows(path: Path, label: str, repeat: int = 3) -> None:
-    from chatdata.td.verify import verify
+    from chatdata.td.storage.verify import verify
 
     times, report = [], None
     for _ in range(repeat):

@@ -73,7 +73,7 @@ def load_history(path):
     which :func:`dataset_len` and :func:`dataset_chunks` read like a History."""
     from ..history import History
     from ..td import load_memmap
-    from ..td.fsops import FormatError
+    from ..td import FormatError
 
     p = Path(path)
     if not p.exists():

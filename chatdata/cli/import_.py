@@ -2,7 +2,7 @@
 
 The file is read line by line and written in chunks of ``--chunk-size`` conversations: each
 chunk becomes a ``History`` (``History.from_chats``) whose columns are appended to the output
-by :class:`chatdata.td.stream.StreamWriter`, so memory does not grow with the file. A JSON file
+by :class:`chatdata.td.storage.stream.StreamWriter`, so memory does not grow with the file. A JSON file
 holding one list of conversations (not JSON Lines) is read whole.
 
 Accepted shapes, per line (or per item of a JSON list):
@@ -242,7 +242,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
     from ..td import RaggedTensorDict
-    from ..td.stream import StreamWriter
+    from ..td.storage import StreamWriter
 
     import torch
 

@@ -38,7 +38,7 @@ def add_parser(sub):
 def _column_lengths(entry, n: int) -> torch.Tensor:
     """Encoded size of every message's value of a column (from its offsets when packed)."""
     from ..td import NonTensorData, NonTensorStack
-    from ..td.pool import to_json
+    from ..td.nontensor import to_json
 
     if isinstance(entry, NonTensorStack):
         return entry.value_nbytes().reshape(-1)

@@ -123,7 +123,7 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     A conversation the template rejects stops the run with an error naming it (nothing is
     written), or with ``skip_bad`` is left out and listed in ``stats.skipped``."""
     from ..td import TensorDict, RaggedTensorDict
-    from ..td.stream import StreamWriter
+    from ..td.storage import StreamWriter
 
     h = load_history(ds) if isinstance(ds, (str, Path)) else ds
     out = Path(out)

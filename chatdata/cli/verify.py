@@ -1,7 +1,7 @@
 """``chatdata verify PATH``: read every file of a saved dataset and check it.
 
 Checks sizes, offsets, UTF-8 and the checksums recorded at save (see
-:mod:`chatdata.td.verify`), prints one line per bad file and exits 1 when there is one (0 when
+:mod:`chatdata.td.storage.verify`), prints one line per bad file and exits 1 when there is one (0 when
 the data is whole). Temporary folders that interrupted saves left beside the dataset are listed
 (they do not change the exit status).
 

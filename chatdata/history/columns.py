@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
-from ..td.pool import Pool
+from ..td.nontensor import Pool
 from .content import check_parts
 from .message_checks import content_rule_error, json_value_error, text_error
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..td import NonTensorData, RaggedTensorDict, TensorClass, TensorDict
-from ..td.functional import cat
+from ..td import cat
 from ..td.tensorclass import register_tensorclass
 from .columns import DEFAULTS, FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
@@ -153,7 +153,7 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         return self
 
     def __repr__(self) -> str:
-        from ..td.repr import indent, leaf_repr
+        from ..td.core import indent, leaf_repr
 
         storage = self._storage
         keys = storage._tensordict if isinstance(storage, TensorDict) else storage.keys()

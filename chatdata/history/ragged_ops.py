@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..td import RaggedTensorDict, TensorDict
-from ..td.functional import cat
+from ..td import cat
 
 __all__ = ["as_ragged", "concat_rows", "single_row"]
 

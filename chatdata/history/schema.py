@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..td import FormatError, NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
-from ..td.integrity import LoadedRagged
+from ..td.storage import LoadedRagged
 from ..td.tensorclass import TensorClass
 from .columns import FIELDS, FLAGS_KEY
 

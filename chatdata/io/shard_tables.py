@@ -2,21 +2,18 @@
 
 A History shard becomes a ``messages`` table (:func:`~chatdata.io.arrow_history.history_to_arrow`);
 a token shard (a ragged stack of ``input_ids`` / ``assistant_masks``) a table of list columns
-over the same flat buffers. :func:`write_shard_from_arrow` writes one table as a new shard
-folder (a unique name) and reports it; the caller commits shards to the manifest.
+over the same flat buffers. :func:`~chatdata.io.shard_writer.write_shard_from_arrow` writes one table back as a new shard.
 
 Example:
     >>> t = shard_to_arrow("corpus/shards/shard-...")   # doctest: +SKIP
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from .deps import require_pyarrow
 
-__all__ = ["shard_to_arrow", "ragged_to_arrow", "ragged_from_arrow", "write_shard_from_arrow", "TOKEN_COLUMNS"]
+__all__ = ["shard_to_arrow", "ragged_to_arrow", "ragged_from_arrow", "TOKEN_COLUMNS"]
 
 TOKEN_COLUMNS = ("input_ids", "assistant_masks")
 
@@ -73,25 +70,3 @@ def shard_to_arrow(path, column: str = "messages"):
     if isinstance(obj, RaggedTensorDict):
         return ragged_to_arrow(obj)
     raise TypeError(f"{path} holds a {type(obj).__name__}; expected a History or a ragged token set")
-
-
-def write_shard_from_arrow(table, out, column: str = "messages"):
-    """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
-    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched)."""
-    pa = require_pyarrow()
-    from ..history import History
-    from .sharded import SHARDS, new_shard_name
-
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    if column in table.column_names:
-        obj, kind = History.from_arrow(table, column), "History"
-    elif "input_ids" in table.column_names:
-        obj, kind = ragged_from_arrow(table), "tokens"
-    else:
-        raise ValueError(f"rows have columns {table.column_names}; expected {column!r} or 'input_ids'")
-    name = f"{SHARDS}/{new_shard_name()}"
-    target = Path(out) / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    obj.memmap(str(target), copy_existing=True)  # a loaded (memory-mapped) dataset is copied in
-    return pa.table({"path": [name], "items": [int(obj.batch_size[0])], "kind": [kind]})

@@ -325,7 +325,7 @@ def _concat(pieces: list, ds: ShardedDataset):
         return out
     if isinstance(pieces[0], RaggedTensorDict):
         return RaggedTensorDict.cat(pieces)
-    from ..td.functional import cat
+    from ..td import cat
 
     return cat(pieces, 0)
 
@@ -408,7 +408,7 @@ class ShardedWriter:
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
 
     def _open(self):
-        from ..td.stream import StreamWriter
+        from ..td.storage import StreamWriter
 
         self._current_name = f"{SHARDS}/{new_shard_name()}"
         if self.kind == "History":

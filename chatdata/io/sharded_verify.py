@@ -1,6 +1,6 @@
 """Verify a dataset folder, plain or sharded: every file of every shard, and the manifest.
 
-A plain folder is checked by :func:`chatdata.td.verify.verify`. A sharded folder (see
+A plain folder is checked by :func:`chatdata.td.storage.verify.verify`. A sharded folder (see
 :mod:`chatdata.io.sharded`) is checked shard by shard with it, and on top of that:
 
 * ``manifest.json`` reads as a sharded manifest, and every shard it names exists;
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..td import FormatError
-from ..td.verify import Problem, VerifyReport, verify
+from ..td.storage import Problem, VerifyReport, verify
 from .sharded import MANIFEST, SHARDS, _read_manifest, is_sharded
 
 __all__ = ["verify_dataset"]

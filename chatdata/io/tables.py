@@ -166,7 +166,7 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
     from ..td import RaggedTensorDict
-    from ..td.stream import StreamWriter
+    from ..td.storage import StreamWriter
     from .arrow_history import _check_type, find_bad_rows, history_from_arrow
     from .sharded import ShardedWriter
 

@@ -71,7 +71,7 @@ def _ordered():
 
 
 def _write_batch(batch, out: str, column: str):
-    from ..io.shard_tables import write_shard_from_arrow
+    from ..io.shard_writer import write_shard_from_arrow
 
     return write_shard_from_arrow(batch, out, column)
 

@@ -17,7 +17,7 @@ import copy
 import torch
 
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict
-from ..td.batched import Batched
+from ..td.nontensor import Batched
 from ._shape import norm_shape, shape_mismatch
 from .base import TensorSpec, as_device
 

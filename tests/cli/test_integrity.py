@@ -58,7 +58,7 @@ def test_bad_lines_deep_json_and_lone_surrogates(tmp_path):
 
 
 def test_long_output_name_after_a_dead_writer(tmp_path):
-    from chatdata.td.tempdirs import WriterTemp
+    from chatdata.td.storage.tempdirs import WriterTemp
 
     name = "d" * 250
     _history_ds(tmp_path / name)

@@ -1,4 +1,4 @@
-"""chatdata.td.stream.StreamWriter: the streamed folder is the one History.memmap writes."""
+"""chatdata.td.storage.stream.StreamWriter: the streamed folder is the one History.memmap writes."""
 import os
 from pathlib import Path
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from chatdata import History, TensorDict, load_memmap
 from chatdata.data import load_sample_chats
 from chatdata.td import RaggedTensorDict
-from chatdata.td.stream import StreamWriter
+from chatdata.td.storage.stream import StreamWriter
 
 
 def _files(root: Path) -> dict:

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from chatdata import History, NonTensorData, TensorDict, load_memmap
-from chatdata.td.fsops import find_orphans
-from chatdata.td.tempdirs import WriterTemp
+from chatdata.td.storage.fsops import find_orphans
+from chatdata.td.storage.tempdirs import WriterTemp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "tensordict_fixtures"
 

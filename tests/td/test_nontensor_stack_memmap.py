@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from chatdata.td import NonTensorData, NonTensorStack, TensorDict, load_memmap
-from chatdata.td.verify import verify
-from chatdata.td.writethrough import DetachedWriteWarning
+from chatdata.td.storage.verify import verify
+from chatdata.td.storage.writethrough import DetachedWriteWarning
 
 
 def _stack():

@@ -1,5 +1,5 @@
 """In-place updates of a memory-mapped NonTensorData are written through to its folder's
-meta.json, atomically (chatdata/td/writethrough.py): a reader sees the old value or the new one,
+meta.json, atomically (chatdata/td/storage/writethrough.py): a reader sees the old value or the new one,
 verify passes, bad values change nothing, a replaced folder is never edited."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from chatdata.td import NonTensorData, TensorDict, load_memmap
-from chatdata.td.fsops import FormatError
-from chatdata.td.verify import verify
-from chatdata.td.writethrough import DetachedWriteWarning
+from chatdata.td.storage.fsops import FormatError
+from chatdata.td.storage.verify import verify
+from chatdata.td.storage.writethrough import DetachedWriteWarning
 
 
 def _saved(path, **values):

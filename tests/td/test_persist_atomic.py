@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from chatdata import TensorDict, load_memmap
-from chatdata.td.fsops import atomic_replace
+from chatdata.td.storage.fsops import atomic_replace
 
 N = 64
 

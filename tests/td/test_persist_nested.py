@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from chatdata.td import MemoryMappedTensor, TensorDict, load_memmap
-from chatdata.td.fsops import FormatError
-from chatdata.td.verify import verify
+from chatdata.td.storage.fsops import FormatError
+from chatdata.td.storage.verify import verify
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -139,7 +139,7 @@ def test_nested_round_trip_property(tmp_path_factory, shapes, layout):
 
 
 def test_transposed_jagged_round_trips_and_save_keeps_a_loadable_folder(tmp_path):
-    from chatdata.td.persist import save
+    from chatdata.td.storage.persist import save
 
     base = torch.nested.nested_tensor([torch.arange(6.0).view(2, 3), torch.arange(3.0).view(1, 3)], layout=torch.jagged)
     nt = base.transpose(1, 2)  # ragged dim 2: components (3, 2) and (3, 1)

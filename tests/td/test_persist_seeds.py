@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from chatdata import LockedError, MemoryMappedTensor, TensorDict, load_memmap, tensorclass
-from chatdata.td.memmap_api import TensorDictFuture
+from chatdata.td.storage.memmap_api import TensorDictFuture
 from chatdata.utils import print_directory_tree
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from chatdata import NonTensorData, NonTensorStack, TensorDict, tensorclass
-from chatdata.td.linkedlist import LinkedList
+from chatdata.td.nontensor import LinkedList
 
 
 def test_get_returns_entries_and_getitem_values():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from chatdata import NonTensorData, TensorClass, TensorDict, tensorclass
-from chatdata.td.memmap import MemoryMappedTensor
+from chatdata.td.storage.memmap import MemoryMappedTensor
 
 
 @tensorclass(autocast=True)

@@ -1,5 +1,5 @@
-"""Tensorclass methods and class rules adopted from tensordict (chatdata.td.tensorclass_methods and
-the field rules of chatdata.td.tensorclass)."""
+"""Tensorclass methods and class rules adopted from tensordict (chatdata.td.tensorclass.methods and
+the field rules of chatdata.td.tensorclass.base)."""
 from __future__ import annotations
 
 import weakref

@@ -1,5 +1,5 @@
-"""torch functions and autograd on tensorclasses and TensorDicts (chatdata.td.tensorclass_torch,
-chatdata.td.autograd_methods)."""
+"""torch functions and autograd on tensorclasses and TensorDicts (chatdata.td.tensorclass.torch_functions,
+chatdata.td.core.autograd_methods)."""
 from __future__ import annotations
 
 import pytest

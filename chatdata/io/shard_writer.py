@@ -1,0 +1,39 @@
+"""One Arrow table -> one new shard folder of a sharded dataset (the Ray Data writer's step).
+
+It sits above both :mod:`chatdata.io.shard_tables` (the table <-> shard conversions) and
+:mod:`chatdata.io.sharded` (the dataset's layout and shard names), which it joins; neither of
+those imports the other's writer, so the two stay free of an import circle.
+
+Example:
+    >>> write_shard_from_arrow(table, "corpus")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .deps import require_pyarrow
+from .shard_tables import ragged_from_arrow
+from .sharded import SHARDS, new_shard_name
+
+__all__ = ["write_shard_from_arrow"]
+
+
+def write_shard_from_arrow(table, out, column: str = "messages"):
+    """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
+    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched)."""
+    pa = require_pyarrow()
+    from ..history import History
+
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if column in table.column_names:
+        obj, kind = History.from_arrow(table, column), "History"
+    elif "input_ids" in table.column_names:
+        obj, kind = ragged_from_arrow(table), "tokens"
+    else:
+        raise ValueError(f"rows have columns {table.column_names}; expected {column!r} or 'input_ids'")
+    name = f"{SHARDS}/{new_shard_name()}"
+    target = Path(out) / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    obj.memmap(str(target), copy_existing=True)  # a loaded (memory-mapped) dataset is copied in
+    return pa.table({"path": [name], "items": [int(obj.batch_size[0])], "kind": [kind]})

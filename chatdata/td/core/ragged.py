@@ -1,0 +1,348 @@
+"""Ragged stacks: items of different lengths, held as columns.
+
+A :class:`RaggedTensorDict` stacks ``n`` items whose first dim differs (conversations with
+different numbers of messages). It keeps one flat collection of all items' elements
+(``values``, batch ``(total, *inner)``) and int64 ``offsets`` of length ``n + 1``: item ``i``
+is ``values[offsets[i]:offsets[i+1]]``. Its batch size shows ``-1`` for the ragged dim, as
+tensordict's lazy stacks do. Selecting items is vectorised (one gather of flat positions),
+never a Python loop over elements.
+
+``values`` may be any batched collection: a TensorDict, or a NonTensorStack (what ``get``
+returns for a string entry, whose ``tolist()`` gives nested lists).
+
+Example:
+    >>> a = TensorDict({"x": torch.zeros(2)}, [2]); b = TensorDict({"x": torch.ones(3)}, [3])
+    >>> r = RaggedTensorDict.from_items([a, b])
+    >>> r.batch_size, r[1]["x"].tolist()
+    (torch.Size([2, -1]), [1.0, 1.0, 1.0])
+"""
+from __future__ import annotations
+
+import torch
+
+from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, is_non_tensor
+from .repr import indent
+
+__all__ = ["RaggedTensorDict", "ragged_positions"]
+
+
+def ragged_positions(offsets: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat positions of the elements of ``rows`` and the new offsets, in one vectorised pass.
+
+    Example:
+        >>> pos, off = ragged_positions(torch.tensor([0, 2, 5]), torch.tensor([1, 0]))
+        >>> pos.tolist(), off.tolist()
+        ([2, 3, 4, 0, 1], [0, 3, 5])
+    """
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    new_off = torch.zeros(rows.numel() + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=new_off[1:])
+    total = int(new_off[-1])
+    pos = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(starts - new_off[:-1], lengths, output_size=total)
+    return pos, new_off
+
+
+class RaggedTensorDict(Batched):
+    """A stack of items whose first dim differs; see the module docstring."""
+
+    def __init__(self, values, offsets: torch.Tensor):
+        offsets = torch.as_tensor(offsets, dtype=torch.int64)
+        if offsets.ndim != 1 or offsets.numel() < 1 or int(offsets[0]) != 0:
+            raise ValueError("offsets must be a 1-D int64 tensor starting at 0")
+        if int(offsets[-1]) != values.batch_size[0]:
+            raise BatchSizeError(f"offsets end at {int(offsets[-1])} but values hold {values.batch_size[0]} elements")
+        self._values = values
+        self._offsets = offsets
+        self._is_locked = False
+
+    @classmethod
+    def from_items(cls, items) -> "RaggedTensorDict":
+        """Stack ``items`` (same inner dims, any first dim) into a ragged stack."""
+
+        lengths = torch.tensor([i.batch_size[0] for i in items], dtype=torch.int64)
+        offsets = torch.zeros(len(items) + 1, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=offsets[1:])
+        return cls(torch.cat(items, 0), offsets)  # functional.cat, through torch function dispatch
+
+    # -- shape -------------------------------------------------------------------------------
+    @property
+    def values(self):
+        return self._values
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        return self._offsets
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """Length of every item."""
+        return self._offsets[1:] - self._offsets[:-1]
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return torch.Size([self._offsets.numel() - 1, -1, *self._values.batch_size[1:]])
+
+    @property
+    def device(self):
+        return self._values.device
+
+    @property
+    def is_locked(self) -> bool:
+        return self._is_locked
+
+    def numel(self) -> int:
+        return int(self._offsets[-1])
+
+    def __len__(self) -> int:
+        return self._offsets.numel() - 1
+
+    @property
+    def _is_non_tensor(self) -> bool:
+        return is_non_tensor(self._values)
+
+    # -- indexing ----------------------------------------------------------------------------
+    def _row(self, i: int):
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of range for a ragged stack of {n} items")
+        i %= n
+        off = self._offsets_view()
+        return self._values._index(slice(off[i], off[i + 1]))
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_off_mv", None)  # a cache of the offsets, rebuilt on demand
+        return state
+
+    def _offsets_view(self):
+        # Python ints from the offsets without a tensor op per read (offsets never change)
+        view = self.__dict__.get("_off_mv")
+        if view is None:
+            view = self._off_mv = memoryview(self._offsets.contiguous().numpy())
+        return view
+
+    def _rows(self, sel) -> "RaggedTensorDict":
+        n = len(self)
+        if isinstance(sel, slice) and sel.step in (None, 1):
+            a, b, _ = sel.indices(n)
+            b = max(a, b)
+            lo, hi = int(self._offsets[a]), int(self._offsets[b])
+            return RaggedTensorDict(self._values._index(slice(lo, hi)), self._offsets[a : b + 1] - lo)
+        rows = torch.arange(n)[sel]
+        if rows.ndim != 1:
+            raise IndexError("a ragged stack takes 1-D selections of items")
+        pos, off = ragged_positions(self._offsets, rows)
+        return RaggedTensorDict(self._values._index(pos), off)
+
+    def _index(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(i is Ellipsis for i in index):
+            pos = index.index(Ellipsis)
+            fill = len(self.batch_size) - (len(index) - 1)
+            index = index[:pos] + (slice(None),) * max(fill, 0) + index[pos + 1 :]
+        if not index:
+            return self
+        first, rest = index[0], index[1:]
+        if isinstance(first, int):
+            row = self._row(first)
+            return row._index(rest) if rest else row
+        if isinstance(first, list):
+            first = torch.as_tensor(first, dtype=torch.long if not first or not isinstance(first[0], bool) else torch.bool)
+        sub = self._rows(first)
+        if not rest:
+            return sub
+        j = rest[0]
+        if isinstance(j, int):
+            lengths = sub.lengths
+            if (j >= 0 and bool((lengths <= j).any())) or (j < 0 and bool((lengths < -j).any())):
+                raise IndexError(f"index {j} along the ragged dim is out of range for some items")
+            flat = sub._offsets[:-1] + j if j >= 0 else sub._offsets[1:] + j
+            out = sub._values._index(flat)
+            return out._index((slice(None),) + rest[1:]) if rest[1:] else out
+        if isinstance(j, slice) and j == slice(None):
+            if rest[1:]:
+                return RaggedTensorDict(sub._values._index((slice(None),) + rest[1:]), sub._offsets)
+            return sub
+        raise IndexError(
+            "a ragged stack is indexed by item first (int, slice, list or tensor), then an int "
+            f"or ':' along the ragged dim; got {index!r}"
+        )
+
+    def __getitem__(self, index):
+        if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(i, str) for i in index)):
+            return self.get(index)
+        return self._index(index)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self._row(i)
+
+    def unbind(self, dim: int = 0):
+        """The items (only along the stack dim)."""
+        if dim != 0:
+            raise ValueError("a ragged stack can only be unbound along dim 0 (its items)")
+        return tuple(self)
+
+    def _batch_op(self, fn):
+        raise RuntimeError(
+            "this shape operation is not defined on a ragged stack (batch size "
+            f"{tuple(self.batch_size)}); index items first, or pad them into a dense collection"
+        )
+
+    # -- entries --------------------------------------------------------------------------
+    def get(self, key, default=...):
+        """One entry of every item. A tensor entry is a dense ``(n, length, ...)`` view of the
+        values when every item has the same length (as a lazy stack of equal shapes gives in
+        tensordict), else a nested jagged tensor; strings and other values give a ragged stack
+        (``.tolist()`` gives nested lists).
+
+        Example:
+            >>> r = RaggedTensorDict(TensorDict({"x": torch.arange(4)}, [4]), torch.tensor([0, 2, 4]))
+            >>> r.get("x").tolist()
+            [[0, 1], [2, 3]]
+            >>> RaggedTensorDict(TensorDict({"x": torch.arange(3)}, [3]), torch.tensor([0, 1, 3])).get("x").is_nested
+            True
+        """
+        try:
+            leaf = self._values._get_raw(key)
+        except KeyError:
+            if default is not ...:
+                return default
+            raise
+        if isinstance(leaf, torch.Tensor):
+            return self._stack_leaf(leaf)
+        return RaggedTensorDict(leaf, self._offsets)
+
+    def _stack_leaf(self, leaf: torch.Tensor) -> torch.Tensor:
+        """``leaf``'s items as a dense view when they share one length, else a nested tensor."""
+        n = self._offsets.numel() - 1
+        if n > 0:
+            lengths = self._offsets[1:] - self._offsets[:-1]
+            first = int(lengths[0])
+            if first > 0 and bool((lengths == first).all()):
+                return leaf.view(n, first, *leaf.shape[1:])
+        return torch.nested.nested_tensor_from_jagged(leaf, self._offsets)
+
+    def _get_raw(self, key):
+        leaf = self._values._get_raw(key)
+        if isinstance(leaf, torch.Tensor):  # a tensor leaf cannot be a RaggedTensorDict's values
+            return torch.nested.nested_tensor_from_jagged(leaf, self._offsets)
+        return RaggedTensorDict(leaf, self._offsets)
+
+    def set(self, key, value, inplace: bool = False, **kwargs) -> "RaggedTensorDict":
+        """Set an entry from a ragged stack with the same offsets, or nested lists."""
+        if isinstance(value, RaggedTensorDict):
+            if not torch.equal(value._offsets, self._offsets):
+                raise BatchSizeError(f"cannot set {key!r}: its item lengths differ from the stack's")
+            flat = value._values
+        elif isinstance(value, list):
+            if len(value) != len(self) or [len(v) for v in value] != self.lengths.tolist():
+                raise BatchSizeError(f"cannot set {key!r}: nested list lengths do not match the item lengths")
+            flat = [x for v in value for x in v]
+        else:
+            flat = value
+        self._values.set(key, flat, inplace=inplace)
+        return self
+
+    def keys(self, include_nested: bool = False, leaves_only: bool = False, **kwargs):
+        return self._values.keys(include_nested, leaves_only, **kwargs)
+
+    def __contains__(self, key) -> bool:
+        # an entry name, as for a TensorDict (``"input_ids" in out``), not a row
+        return key in self._values.keys(include_nested=True)
+
+    def _iter_keys(self, *args, **kwargs):
+        return self._values._iter_keys(*args, **kwargs)
+
+    def items(self, include_nested: bool = False, leaves_only: bool = False):
+        for k in self.keys(include_nested, leaves_only):
+            yield k, self.get(k)
+
+    def tolist(self):
+        """Nested lists: one list per item."""
+        if is_non_tensor(self._values):
+            flat = self._values.tolist() if isinstance(self._values, NonTensorStack) else [self._values.data] * self.numel()
+            off = self._offsets.tolist()
+            return [flat[a:b] for a, b in zip(off[:-1], off[1:])]
+        return [row.tolist() if hasattr(row, "tolist") else row for row in self]
+
+    # -- whole-collection operations -----------------------------------------------------
+    def clone(self, recurse: bool = True) -> "RaggedTensorDict":
+        return RaggedTensorDict(self._values.clone(recurse), self._offsets.clone())
+
+    def to(self, *args, **kwargs) -> "RaggedTensorDict":
+        return RaggedTensorDict(self._values.to(*args, **kwargs), self._offsets)
+
+    def apply(self, fn, *others, inplace: bool = False, **kwargs):
+        other_vals = [o._values for o in others]
+        out = self._values.apply(fn, *other_vals, inplace=inplace)
+        return self if inplace else RaggedTensorDict(out, self._offsets)
+
+    def _compare(self, other, op):
+        if isinstance(other, RaggedTensorDict):
+            if not torch.equal(other._offsets, self._offsets):
+                raise BatchSizeError("cannot compare ragged stacks whose item lengths differ")
+            other = other._values
+        vals = self._values._compare(other, op) if hasattr(self._values, "_compare") else op(self._values, other)
+        return RaggedTensorDict(vals, self._offsets)
+
+    def __eq__(self, other):
+        return self._compare(other, lambda a, b: a == b)
+
+    def __ne__(self, other):
+        return self._compare(other, lambda a, b: a != b)
+
+    __hash__ = None
+
+    def all(self, dim=None):
+        v = self._values
+        return bool(v.all()) if not isinstance(v, torch.Tensor) else bool(v.all())
+
+    def any(self, dim=None):
+        return bool(self._values.any())
+
+    def lock_(self):
+        self._is_locked = True
+        if hasattr(self._values, "lock_"):
+            self._values.lock_()
+        return self
+
+    def unlock_(self):
+        self._is_locked = False
+        if hasattr(self._values, "unlock_"):
+            self._values.unlock_()
+        return self
+
+    def is_shared(self) -> bool:
+        return self._values.is_shared() if hasattr(self._values, "is_shared") else False
+
+    @classmethod
+    def cat(cls, items, dim: int = 0) -> "RaggedTensorDict":
+        """Concatenate ragged stacks along their item dim."""
+
+        if dim != 0:
+            raise ValueError("ragged stacks concatenate along dim 0 only")
+        vals = torch.cat([i._values for i in items], 0)
+        parts, shift = [torch.zeros(1, dtype=torch.int64)], 0
+        for i in items:
+            parts.append(i._offsets[1:] + shift)
+            shift += int(i._offsets[-1])
+        return cls(vals, torch.cat(parts))
+
+    def __repr__(self) -> str:
+        if not hasattr(self._values, "_tensordict"):
+            return f"RaggedTensorDict(\n    {self.tolist()!r},\n    batch_size={self.batch_size})"
+        lines = []
+        for k, v in self._values._tensordict.items():
+            shape = torch.Size([len(self), -1, *(v.shape if isinstance(v, torch.Tensor) else v.batch_size)[1:]])
+            if isinstance(v, torch.Tensor):
+                lines.append(f"{k}: Tensor(shape={shape}, device={v.device}, dtype={v.dtype}, is_shared={v.is_shared()})")
+            elif isinstance(v, (NonTensorStack, NonTensorData)):
+                lines.append(f"{k}: NonTensorStack(batch_size={shape}, device={v.device})")
+            else:
+                lines.append(f"{k}: {type(v).__name__}(batch_size={shape})")
+        body = "fields={\n" + indent(",\n".join(lines)) + "}"
+        body += f",\nbatch_size={self.batch_size},\ndevice={self.device},\nis_shared={self.is_shared()}"
+        return f"RaggedTensorDict(\n{indent(body)})"

@@ -1,0 +1,569 @@
+"""Non-tensor entries: ``NonTensorData`` (one value for a whole batch) and ``NonTensorStack``
+(one value per batch element), plus the ``set_list_to_stack`` switch.
+
+A ``NonTensorStack`` is a column: a shared :class:`~chatdata.td.nontensor.pool.Pool` of values and an
+int64 *index tensor* with the stack's batch shape that maps each element to a pool id. Every
+shape operation (indexing, reshape, permute, flip, stack, cat, ...) is the same torch operation
+on the index tensor, so a million strings are indexed and sliced at tensor speed. Basic
+indexing returns views (a write is seen by the source); fancy indexing copies the index, so a
+write into the result never reaches the source.
+
+Example:
+    >>> s = NonTensorStack.from_list(["a", "b", "c"])
+    >>> s[1:].tolist()
+    ['b', 'c']
+    >>> NonTensorData("foo", batch_size=[2]).tolist()
+    ['foo', 'foo']
+"""
+from __future__ import annotations
+
+import dataclasses as _dc
+from typing import Any
+
+import torch
+
+from .batched import Batched, dummy, indexed_batch_size, normalize_index
+from .pool import Pool
+from .nested_lists import _flatten_to, _infer_shape, _nested_list
+from .columns import ColumnMethods
+from .flags import StateFlags as _StateFlags, device as _device
+
+__all__ = ["NonTensorData", "NonTensorStack", "set_list_to_stack", "list_to_stack", "is_non_tensor",
+           "set_capture_non_tensor_stack", "capture_non_tensor_stack"]
+
+from .switches import capture_non_tensor_stack, list_to_stack, set_capture_non_tensor_stack, set_list_to_stack  # noqa: E402,F401
+
+_DATA_FIELDS = _dc.fields(_dc.make_dataclass("NonTensorData", [("data", Any)]))
+
+
+_MEMMAP_PART = ("Cannot update a leaf NonTensorDataBase from a memmaped parent NonTensorStack: write into "
+                "the memory-mapped stack itself (stack[index] = value, stack.update_at_(value, index)), "
+                "which saves its folder again")
+
+
+def is_non_tensor(obj) -> bool:
+    """``True`` for NonTensorData and NonTensorStack."""
+    return isinstance(obj, (NonTensorData, NonTensorStack))
+
+
+class NonTensorData(_StateFlags, Batched):
+    """One non-tensor value (a string, a dict, ...) shared by every element of a batch.
+
+    Example:
+        >>> d = NonTensorData("foo", batch_size=[3])
+        >>> d[0].data, d.batch_size
+        ('foo', torch.Size([3]))
+    """
+
+    _is_non_tensor = True
+    _is_shared = False
+    _is_memmap = False
+    _is_locked = False
+    _disk = None  # the storage room's link to the folder it was loaded from (write_value)
+    _view_of = None  # (stack, index) when this is ``stack[index]``: writes go back to the stack
+
+    def __init__(self, data: Any, _metadata=None, _is_non_tensor=True, *, batch_size=(), device=None, names=None):
+        if isinstance(data, NonTensorData):
+            data = data.data
+        self._data = data
+        self._batch_size = torch.Size(batch_size if batch_size is not None else ())
+        self._device = _device(device)
+
+    @property
+    def data(self):
+        """The value."""
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        if self._is_memmap and self._disk is not None:  # in a memory-mapped folder: write through
+            self._disk.write_value(value)  # atomic; a refused value changes nothing
+        if self._view_of is not None:  # an element of a stack: the stack sees the write
+            stack, index = self._view_of
+            if stack._is_memmap or stack._in_memmap:
+                raise RuntimeError(_MEMMAP_PART)
+            stack[index] = value
+        self._data = value
+
+    @property
+    def _tensordict(self):
+        # tensordict keeps a NonTensorData's state on an inner TensorDict; ours is on self
+        return self
+
+    def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s value (a NonTensorData or a plain value); a locked (shared or
+        memory-mapped) one needs ``inplace=True``. In a memory-mapped folder the new value is
+        written through to its ``meta.json`` atomically (:mod:`chatdata.td.storage.writethrough`)."""
+        if self._is_locked and not inplace:
+            raise RuntimeError("cannot update a locked NonTensorData (shared or memory-mapped); use inplace=True or update_()")
+        if isinstance(other, NonTensorStack):
+            raise ValueError("Cannot update a NonTensorDataBase object with a NonTensorStack: one value cannot "
+                             "take many; use maybe_to_stack().update(...) to get a stack of them")
+        self.data = other.data if isinstance(other, NonTensorData) else other
+        return self
+
+    def update_(self, other, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s value in place."""
+        return self.update(other, inplace=True)
+
+    def __getstate__(self):
+        # a copy (pickle, deepcopy) is a value of its own: never drag the stack it came from along
+        state = self.__dict__.copy()
+        state.pop("_view_of", None)
+        return state
+
+    def contiguous(self, canonical: bool = False):
+        """Self: one value needs no layout."""
+        return self
+
+    def _is_memmaped_from_above(self) -> bool:
+        """Whether this value lives in a memory-mapped folder, itself or as an element of a
+        memory-mapped stack."""
+        parent = None if self._view_of is None else self._view_of[0]
+        return self._is_memmap or (parent is not None and (parent._is_memmap or parent._in_memmap))
+
+    def __call__(self, *args, **kwargs):
+        """Call the stored value (a function kept as non-tensor data)."""
+        return self._data(*args, **kwargs)
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        self._batch_size = torch.Size(value)
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def names(self):
+        return [None] * len(self._batch_size)
+
+    def _apply_batch_fn(self, fn, batch_size):
+        return NonTensorData(self.data, batch_size=batch_size, device=self._device)
+
+    def _index(self, index):
+        idx = normalize_index(index, len(self._batch_size))
+        return NonTensorData(self.data, batch_size=indexed_batch_size(self._batch_size, idx), device=self._device)
+
+    def __getitem__(self, index):
+        if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(i, str) for i in index)):
+            return self.get(index)
+        return self._index(index)
+
+    def __setitem__(self, index, value):
+        """Only for an element of a stack (``stack[i][...] = v``): the value replaces this
+        element's, in the stack too. A NonTensorData on its own holds one value for the whole
+        batch and cannot be set in parts."""
+        if self._view_of is None:
+            raise RuntimeError(
+                "NonTensorData holds one value for the whole batch; use maybe_to_stack() to get a "
+                "NonTensorStack whose elements can be set one by one"
+            )
+        if dummy(self._batch_size)[index].numel() == 0:  # torch's rules (``[True]``, ``[None]``, masks)
+            return  # an empty selection (e.g. ``[False]``): nothing to write
+        if isinstance(value, NonTensorStack):
+            values = value._pool.take(value._ids())
+            if not values or any(v != values[0] for v in values[1:]):
+                raise ValueError(f"cannot write {len(values)} different values into one element of a stack")
+            value = values[0]
+        self.data = value.data if isinstance(value, NonTensorData) else value
+
+    def get(self, key, default=...):
+        """``get("data")`` returns the value (the only field)."""
+        if key in ("data", ("data",)):
+            return self.data
+        if default is not ...:
+            return default
+        raise KeyError(f"NonTensorData has a single field 'data', not {key!r}")
+
+    def set(self, key, value, inplace: bool = False, non_blocking: bool = False):
+        """``set("data", value)`` replaces the value."""
+        if key not in ("data", ("data",)):
+            raise KeyError(f"NonTensorData has a single field 'data', not {key!r}")
+        self.data = value.data if isinstance(value, NonTensorData) else value
+        return self
+
+    def tolist(self):
+        """The value, or nested lists of it when the batch is not empty."""
+        if not self._batch_size:
+            return self.data
+        return _nested_list([self.data] * self.numel(), self._batch_size)
+
+    def maybe_to_stack(self):
+        """A ``NonTensorStack`` with this value at every position (self if the batch is empty)."""
+        if not self._batch_size:
+            return self
+        pool = Pool.from_values([self.data])
+        return NonTensorStack._from_parts(torch.zeros(self._batch_size, dtype=torch.long), pool, self._device)
+
+    def to(self, device=None, *args, **kwargs):
+        if isinstance(device, torch.dtype) or device is None:
+            return self
+        return NonTensorData(self.data, batch_size=self._batch_size, device=device)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def clone(self, recurse: bool = True):
+        import copy
+
+        return NonTensorData(copy.deepcopy(self.data) if recurse else self.data, batch_size=self._batch_size, device=self._device)
+
+    def expand(self, *shape):
+        """A NonTensorStack of this value with the expanded batch (as tensordict gives)."""
+        if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
+            shape = tuple(shape[0])
+        bs = torch.Size(dummy(self._batch_size).expand(*shape).shape)
+        return NonTensorStack._from_parts(torch.zeros((), dtype=torch.long).expand(bs), Pool.from_values([self.data]), self._device)
+
+    def __eq__(self, other):
+        other_data = other.data if isinstance(other, NonTensorData) else other
+        if isinstance(other, NonTensorStack):
+            return other == self
+        return torch.full(self._batch_size, bool(self.data == other_data), dtype=torch.bool)
+
+    def __ne__(self, other):
+        return ~(self == other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"NonTensorData(data={self.data}, batch_size={self._batch_size}, device={self._device})"
+
+    @classmethod
+    def fields(cls):
+        """One dataclass field, ``data``."""
+        return _DATA_FIELDS
+
+    @classmethod
+    def from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):
+        """Build from a TensorDict holding ``data`` (or ``non_tensordict={"data": value}``)."""
+        if non_tensordict and "data" in non_tensordict:
+            value = non_tensordict["data"]
+        else:
+            value = tensordict.get("data")
+        return cls(value, batch_size=tensordict.batch_size, device=tensordict.device)
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=False):
+        from collections import OrderedDict
+
+        sd = OrderedDict() if destination is None else destination
+        sd._metadata = {"": {"batch_size": list(self._batch_size), "device": None if self._device is None else str(self._device), "_non_tensor": {"data": self.data}}}
+        return sd
+
+    def load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=False):
+        meta = getattr(state_dict, "_metadata", {}).get("", {})
+        if "_non_tensor" in meta:
+            self.data = meta["_non_tensor"].get("data", self.data)
+        return self
+
+
+class NonTensorStack(_StateFlags, ColumnMethods, Batched):
+    """One non-tensor value per batch element, held as a column (pool + index tensor).
+
+    Build it from NonTensorData items (``NonTensorStack(a, b)``) or from a (nested) list with
+    :meth:`from_list`. ``tolist()`` gives the values back as nested lists.
+
+    Example:
+        >>> s = NonTensorStack(NonTensorData("x"), NonTensorData("y"))
+        >>> s.tolist(), s.batch_size
+        (['x', 'y'], torch.Size([2]))
+    """
+
+    _is_non_tensor = True
+
+    def __init__(self, *items, stack_dim: int = 0, batch_size=None, device=None):
+        if len(items) == 1 and isinstance(items[0], (list, tuple)):
+            items = tuple(items[0])
+        if not items:
+            self._init(torch.zeros(tuple(batch_size or (0,)), dtype=torch.long), Pool.from_values([]), device)
+            return
+        # torch.stack dispatches to chatdata.td.core.functional (the stacking of every container)
+        stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
+        if isinstance(stacked, NonTensorData):
+            stacked = stacked.maybe_to_stack()
+        self._init(stacked._index_t, stacked._pool, device if device is not None else stacked._device)
+
+    def _init(self, index, pool: Pool, device):
+        # the index is a tensor, or (1-D, not yet materialised) a Python range: loading or
+        # building a column of n values then costs O(1), and contiguous slices stay ranges
+        if isinstance(index, range):
+            self._idx, self._rng = None, index
+        else:
+            self._idx, self._rng = index, None
+        self._pool = pool
+        self._device = _device(device)
+
+    @property
+    def _index_t(self) -> torch.Tensor:
+        """The index tensor (materialised from the range on first use)."""
+        if self._idx is None:
+            r = self._rng
+            self._idx = torch.arange(r.start, r.stop, r.step, dtype=torch.long)
+            self._rng = None
+        return self._idx
+
+    @_index_t.setter
+    def _index_t(self, value: torch.Tensor) -> None:
+        self._idx, self._rng = value, None
+
+    def _ids(self):
+        """Every element's pool id in order: a range (no allocation) or a list."""
+        if self._idx is None:
+            return self._rng
+        return self._idx.reshape(-1).tolist()
+
+    def _index(self, index):
+        if self._idx is None:  # 1-D range: ints and slices need no tensor at all
+            it = index[0] if isinstance(index, tuple) and len(index) == 1 else index
+            if isinstance(it, slice):
+                return self._view(self._rng[it])
+            if isinstance(it, int) and not isinstance(it, bool):
+                n = len(self._rng)
+                if not -n <= it < n:
+                    raise IndexError(f"index {it} is out of range for a stack of {n} values")
+                return self._element(self._rng[it], it)
+        # the index tensor is the batch: indexing it validates the index and gives the result
+        norm = normalize_index(index, self._index_t.ndim)
+        index = self._index_t[norm]
+        if index.ndim == 0:
+            return self._element(int(index), norm)
+        return self._view(index)
+
+    def _view(self, index) -> "NonTensorStack":
+        """A stack over part of this one's index (a view: shares it when it can)."""
+        out = NonTensorStack._from_parts(index, self._pool, self._device)
+        if self._is_memmap or self._in_memmap:
+            out._in_memmap = True  # its own updates are refused: write into the mapped stack
+        return out
+
+    def _element(self, pool_id: int, where) -> NonTensorData:
+        """One element as a NonTensorData that writes back here (``s[0].data = v``)."""
+        out = NonTensorData(self._pool.get(pool_id), batch_size=(), device=self._device)
+        out._view_of = (self, where)
+        return out
+
+    @classmethod
+    def _from_parts(cls, index: torch.Tensor, pool: Pool, device=None) -> "NonTensorStack":
+        obj = cls.__new__(cls)
+        obj._init(index, pool, device)
+        return obj
+
+    @classmethod
+    def from_list(cls, values: list, batch_size=None, device=None) -> "NonTensorStack":
+        """Build a stack from nested lists: every level of lists down to ``batch_size`` (or
+        every level of equal-length lists) becomes a batch dim.
+
+        Example:
+            >>> NonTensorStack.from_list([["a", "b"], ["c", "d"]]).batch_size
+            torch.Size([2, 2])
+        """
+        if batch_size is None:
+            shape, flat = _infer_shape(values)
+        else:
+            shape = torch.Size(batch_size)
+            flat = _flatten_to(values, shape)
+        pool = Pool.from_values(flat)
+        index = range(len(flat)) if len(shape) == 1 else torch.arange(len(flat), dtype=torch.long).reshape(shape)
+        return cls._from_parts(index, pool, device)
+
+    # -- basic properties ----------------------------------------------------------------
+    @property
+    def batch_size(self) -> torch.Size:
+        return torch.Size([len(self._rng)]) if self._idx is None else self._idx.shape
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def names(self):
+        return [None] * len(self.batch_size)
+
+    @property
+    def data(self):
+        """The values as nested lists (same as :meth:`tolist`)."""
+        return self.tolist()
+
+    def tolist(self):
+        """All values as nested lists with the batch shape."""
+        return _nested_list(self._pool.take(self._ids()), self.batch_size)
+
+    def _apply_batch_fn(self, fn, batch_size):
+        index = fn(self._index_t)
+        if index.ndim == 0:  # a single element: its value, as tensordict gives it
+            return NonTensorData(self._pool.get(int(index)), batch_size=(), device=self._device)
+        return self._view(index)
+
+    def __getitem__(self, index):
+        if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(i, str) for i in index)):
+            return self.get(index)
+        return self._index(index)
+
+    # -- lock and memory-mapped state (a stack memory-mapped on its own: ``stack.memmap_(path)``) --
+    _is_memmap = False
+    _is_locked = False
+    _is_shared = False
+    _disk = None  # the storage room's link to the folder it was saved on its own in (write_stack)
+    _in_memmap = False  # a view of a memory-mapped stack
+
+    def __setitem__(self, index, value):
+        if self._in_memmap:
+            raise RuntimeError(_MEMMAP_PART)
+        if not (self._is_memmap and self._disk is not None):
+            self._set(index, value)
+            return
+        # memory-mapped on its own: the folder is saved again, atomically, with the new values
+        before = (None if self._idx is None else self._idx.clone(), self._rng)
+        self._set(index, value)
+        try:
+            self._disk.write_stack(self)
+        except BaseException:  # a value the format refuses: the stack keeps its old values
+            if before[0] is None:
+                self._idx, self._rng = None, before[1]
+            else:
+                self._idx.copy_(before[0])  # in place: views of this stack see the rollback
+            raise
+
+    def _set(self, index, value):
+        idx = normalize_index(index, self._index_t.ndim)
+        target_shape = self._index_t[idx].shape
+        if isinstance(value, NonTensorStack):
+            ids = torch.tensor(
+                self._pool.extend(value._pool.take(value._index_t.reshape(-1).tolist())), dtype=torch.long
+            ) + torch.arange(value.numel())
+            self._index_t[idx] = ids.reshape(value.batch_size)
+            return
+        if isinstance(value, NonTensorData):
+            value = value.data
+        elif isinstance(value, list) and target_shape:
+            flat = _flatten_to(value, target_shape)
+            start = self._pool.extend(flat)
+            self._index_t[idx] = torch.arange(start, start + len(flat)).reshape(target_shape)
+            return
+        self._index_t[idx] = self._pool.append(value)
+
+    def get(self, key, default=...):
+        if key in ("data", ("data",)):
+            return self.tolist()
+        if default is not ...:
+            return default
+        raise KeyError(f"NonTensorStack has a single field 'data', not {key!r}")
+
+    def set(self, key, value, inplace: bool = False, non_blocking: bool = False):
+        if key not in ("data", ("data",)):
+            raise KeyError(f"NonTensorStack has a single field 'data', not {key!r}")
+        self[...] = value
+        return self
+
+    def maybe_to_stack(self):
+        return self
+
+    def update(self, other, inplace: bool = False, non_blocking: bool = False, **kwargs):
+        """Take ``other``'s values (a stack of the same shape or one value for all); a locked
+        (memory-mapped) stack needs ``inplace=True`` and then saves its folder again."""
+        if self._is_locked and not inplace:
+            raise RuntimeError("cannot update a locked NonTensorStack (memory-mapped); use inplace=True or update_()")
+        self[...] = other
+        return self
+
+    def update_at_(self, value, index):
+        """``self[index] = value``; returns self."""
+        self[index] = value
+        return self
+
+    def update_(self, other, non_blocking: bool = False, **kwargs):
+        return self.update(other, inplace=True)
+
+    def to(self, device=None, *args, **kwargs):
+        if isinstance(device, torch.dtype) or device is None:
+            return self
+        return NonTensorStack._from_parts(self._index_t, self._pool, device)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def clone(self, recurse: bool = True):
+        """A copy with its own index (the pool is shared: values are never mutated in place)."""
+        return NonTensorStack._from_parts(self._index_t.clone(), self._pool, self._device)
+
+    def __eq__(self, other):
+        mine = self._pool.take(self._index_t.reshape(-1).tolist())
+        if isinstance(other, NonTensorStack):
+            if other.batch_size != self.batch_size:
+                raise ValueError(f"cannot compare stacks of shapes {self.batch_size} and {other.batch_size}")
+            theirs = other._pool.take(other._index_t.reshape(-1).tolist())
+            res = [a == b for a, b in zip(mine, theirs)]
+        else:
+            val = other.data if isinstance(other, NonTensorData) else other
+            res = [a == val for a in mine]
+        return torch.tensor(res, dtype=torch.bool).reshape(self._index_t.shape)
+
+    def __ne__(self, other):
+        return ~(self == other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"NonTensorStack(\n    {self.tolist()!r},\n    batch_size={self.batch_size},\n    device={self._device})"
+
+    def where(self, condition, other, *, out=None, pad=None):
+        """Each element from self where ``condition`` holds, else from ``other`` (a stack of
+        the same shape, a NonTensorData or a plain value).
+
+        Example:
+            >>> from chatdata.td import NonTensorStack
+            >>> NonTensorStack("a", "b").where(torch.tensor([True, False]), "z").tolist()
+            ['a', 'z']
+        """
+        bs = self.batch_size
+        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
+        mine = self._pool.take(self._ids())
+        if isinstance(other, NonTensorStack):
+            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
+        else:
+            theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
+        res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],
+                                       batch_size=bs, device=self._device)
+        if out is not None:
+            out[...] = res
+            return out
+        return res
+
+    @classmethod
+    def lazy_stack(cls, items, dim: int = 0):
+        return torch.stack(list(items), dim)
+
+    @classmethod
+    def fields(cls):
+        """One dataclass field, ``data``."""
+        return _DATA_FIELDS
+
+    @classmethod
+    def from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):
+        """Build from a TensorDict holding ``data`` as nested lists (or in ``non_tensordict``)."""
+        value = non_tensordict["data"] if non_tensordict and "data" in non_tensordict else tensordict.get("data")
+        if isinstance(value, NonTensorStack):
+            return value
+        return cls.from_list(value, batch_size=tensordict.batch_size, device=tensordict.device)
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=False):
+        """No tensors; the values (nested lists) in ``_metadata[""]["_non_tensor"]["data"]``."""
+        from collections import OrderedDict
+
+        sd = OrderedDict() if destination is None else destination
+        sd._metadata = {"": {"batch_size": list(self.batch_size), "device": None if self._device is None else str(self._device), "_non_tensor": {"data": self.tolist()}}}
+        return sd
+
+    def load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=False):
+        """Set the values from a state dict made by :meth:`state_dict`."""
+        meta = getattr(state_dict, "_metadata", {}).get("", {})
+        if "_non_tensor" in meta and "data" in meta["_non_tensor"]:
+            self.set("data", meta["_non_tensor"]["data"])
+        elif strict:
+            raise KeyError("load_state_dict: the state dict has no non-tensor 'data' (strict=True)")
+        return self

@@ -36,6 +36,10 @@ from .stitch import COLUMNS, empty_history, stitch_histories
 __all__ = ["LazyShards"]
 
 _HISTORY_KINDS = ("History", None)
+# a shard's asked items are read as the range covering them when it is at most this many times
+# their number (one memcpy of the range's bytes), else gathered (their bytes only, but the byte
+# gather costs ~30x a memcpy per byte: bench_sharded.py)
+DENSE_RUN = 32
 
 
 def _as_ids(index, n: int) -> torch.Tensor:
@@ -125,19 +129,33 @@ class LazyShards:
         return self._join(pieces)
 
     def _select_ids(self, ids: torch.Tensor):
+        """Items ``ids`` (any order, repeats allowed): per shard, a dense run of them is taken as
+        the range that covers it (column views, copied once by the stitch) and a sparse one is
+        gathered; one index then puts the items in the order asked (no copy)."""
         if ids.numel() == 0:
             return self._empty()
         shard_of = torch.searchsorted(self._starts_tensor(), ids, right=True) - 1
         order = torch.argsort(shard_of, stable=True)
-        grouped, shards = ids[order], shard_of[order]
-        ks, counts = torch.unique_consecutive(shards, return_counts=True)
-        pieces, a = [], 0
+        grouped = ids[order]
+        ks, counts = torch.unique_consecutive(shard_of[order], return_counts=True)
+        pieces, where, base, a = [], torch.empty_like(ids), 0, 0
         for k, c in zip(ks.tolist(), counts.tolist()):
-            pieces.append(self.shard(k)[grouped[a:a + c] - self._starts[k]])
+            local = grouped[a:a + c] - self._starts[k]
+            lo, hi = int(local.min()), int(local.max()) + 1
+            # [lo:hi] and [:] are views: indexing the cached shard itself with a tensor would turn
+            # its columns' ranges into index tensors for good, and later slices would gather
+            if hi - lo <= DENSE_RUN * c:
+                pieces.append(self.shard(k)[lo:hi])
+                where[order[a:a + c]] = local - lo + base
+                base += hi - lo
+            else:
+                pieces.append(self.shard(k)[:][local])
+                where[order[a:a + c]] = torch.arange(base, base + c)
+                base += c
             a += c
         out = self._join(pieces)
-        if bool((order[1:] < order[:-1]).any()):  # asked across shards out of order: put it back
-            out = out[torch.argsort(order)]
+        if base != ids.numel() or not torch.equal(where, torch.arange(base)):
+            out = out[where]
         return out
 
     def __getitem__(self, index):

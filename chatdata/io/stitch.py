@@ -63,7 +63,7 @@ def _packed(col, n: int):
         raw = (value if kind == "str" else json.dumps(value, ensure_ascii=False)).encode("utf-8", "surrogatepass")
         one = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.zeros(0, dtype=torch.uint8)
         return one.repeat(n), torch.arange(n + 1, dtype=torch.int64) * len(raw), kind
-    data, off, kind = col.reshape(-1).packed_column()
+    data, off, kind = (col if len(col.batch_size) == 1 else col.reshape(-1)).packed_column()  # a range stays a view
     return data[int(off[0]):int(off[-1])], off - off[0], kind
 
 

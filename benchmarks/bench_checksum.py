@@ -2,7 +2,7 @@
 """Which checksum for saved files (issue 15): every candidate installed here, over the same
 1 GiB in memory, in 4 MiB pieces (as the writers and ``verify`` feed it), alternated, best of 3.
 
-    /work/venv/bin/python benchmarks/bench_checksum.py [--gib 1]
+    python benchmarks/bench_checksum.py [--gib 1]      # from the repository root, in the project's venv
 
 Candidates: zlib.crc32 (stdlib), crc32c (LGPL), google-crc32c (Apache; wants read-only bytes, so
 it pays a copy of each piece), xxhash xxh64 / xxh3_64 / xxh3_128 (BSD). chatdata uses xxh3_64.

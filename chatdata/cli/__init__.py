@@ -15,6 +15,7 @@ import os
 import sys
 
 from .common import CLIError
+from ..io.deps import MissingExtraError
 
 __all__ = ["main", "CLIError"]
 
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
         except OSError:
             pass
         return 0
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, MissingExtraError) as err:  # a missing extra is the user's to install
         if os.environ.get("CHATDATA_DEBUG"):
             raise
         print(f"{prog}: error: {err}", file=sys.stderr)

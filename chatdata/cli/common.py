@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 __all__ = ["CLIError", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
-           "plural", "check_output", "dataset_len", "dataset_chunks"]
+           "plural", "check_output", "dataset_chunks"]
 
 
 class CLIError(Exception):
@@ -69,8 +69,8 @@ def color_enabled(stream=None) -> bool:
 
 def load_history(path):
     """The History saved at ``path`` (by ``chatdata import`` or ``History.memmap``), lazily; for
-    a sharded folder (``chatdata import --shard-size``) the :class:`~chatdata.io.ShardedDataset`,
-    which :func:`dataset_len` and :func:`dataset_chunks` read like a History."""
+    a sharded folder (``chatdata import --shard-size``) the lazy History over its shards
+    (:func:`chatdata.open_dataset`), which indexes, slices and counts (``len``) as a History does."""
     from ..history import History
     from ..td import load_memmap
     from ..td import FormatError
@@ -105,17 +105,6 @@ def load_history(path):
     return obj
 
 
-def dataset_len(ds) -> int:
-    """Number of conversations of what :func:`load_history` returned.
-
-    Example:
-        >>> from chatdata import History
-        >>> dataset_len(History.from_chats([[{"role": "user", "content": "hi"}]]))
-        1
-    """
-    return len(ds) if not hasattr(ds, "batch_size") else int(ds.batch_size[0])
-
-
 def dataset_chunks(ds, size: int):
     """``(start, History)`` pieces of at most ``size`` consecutive conversations of what
     :func:`load_history` returned; a sharded dataset's pieces never cross a shard (no copies).
@@ -134,7 +123,7 @@ def dataset_chunks(ds, size: int):
                 yield start, chunk
             start += n
         return
-    n = dataset_len(ds)
+    n = len(ds)
     for a in range(0, n, size):
         yield a, ds[a:a + size]
 

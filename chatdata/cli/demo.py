@@ -60,7 +60,7 @@ def run(args) -> int:
 def _tour(args, out: Path, t0: float, keep: bool) -> int:
     from ..data import DATA_DIR, sample_chats_path, sample_tokenizer_path
     from .import_ import import_file
-    from .info import dataset_stats, format_stats, plot
+    from .info import PLOT_INSTALL, can_plot, dataset_stats, format_stats, plot
     from .show import format_segments, masked_segments, render_one
     from .common import color_enabled, load_tools
     from .tokenize import tokenize_dataset
@@ -76,13 +76,16 @@ def _tour(args, out: Path, t0: float, keep: bool) -> int:
     say(f"   {human_count(st.conversations)} conversations, {human_count(st.messages)} messages, "
         f"{human_bytes(_size(chats_dir))} on disk, in {st.seconds:.2f} s")
 
+    plotting = can_plot()  # matplotlib is an extra: the demo runs on the bare install, and says how to plot
     _step(2, "describe it (from the offsets, without decoding the strings)",
-          f"chatdata info {chats_dir} --plot {png}")
+          f"chatdata info {chats_dir}" + (f" --plot {png}" if plotting else ""))
     h = load_history(chats_dir)
     stats = dataset_stats(h)
-    plot(stats, png)
+    if plotting:
+        plot(stats, png)
     say("   " + format_stats(stats).replace("\n", "\n   "))
-    say(f"   histograms: {png}")
+    say(f"   histograms: {png}" if plotting else
+        f"   histograms: not drawn (matplotlib is not installed); {PLOT_INSTALL}, then `chatdata info ... --plot FILE.png`")
 
     tok_path = sample_tokenizer_path()
     _step(3, "apply the Qwen2.5 chat template + tokenizer, with assistant masks",
@@ -119,7 +122,8 @@ def _tour(args, out: Path, t0: float, keep: bool) -> int:
         say(f"done in {time.perf_counter() - t0:.1f} s. Files in {out}:")
         say(f"   {chats_dir}/   History dataset  ->  History.load_memmap(\"{chats_dir}\")")
         say(f"   {tokens_dir}/   token ids + masks ->  chatdata.load_memmap(\"{tokens_dir}\")[i]")
-        say(f"   {png}   length histograms")
+        if plotting:
+            say(f"   {png}   length histograms")
     else:
         say(f"done in {time.perf_counter() - t0:.1f} s. The files were written to a temporary folder, now removed; "
             "`chatdata demo --out demo/` keeps them.")

@@ -12,7 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .common import CLIError, check_output, dataset_chunks, dataset_len, load_history, plural, say
+from .common import CLIError, check_output, dataset_chunks, load_history, plural, say
 from .progress import Progress
 
 HELP = "export a History dataset to JSON Lines ({\"messages\": [...]} per line)"
@@ -44,7 +44,7 @@ def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite:
                    allow_empty: bool = True) -> int:
     """Write the dataset ``ds`` to ``out`` as JSON Lines; returns the number of conversations."""
     h = ds if not isinstance(ds, (str, os.PathLike)) else load_history(ds)
-    n = dataset_len(h)
+    n = len(h)
     if n == 0 and not allow_empty:
         raise CLIError(f"{ds if isinstance(ds, (str, os.PathLike)) else 'the dataset'} holds no conversation; "
                        "pass --allow-empty to write an empty file")

@@ -131,6 +131,18 @@ def _history_stats(h) -> dict:
 PLOT_INSTALL = 'pip install "chatdata[plot]"'
 
 
+def can_plot() -> bool:
+    """Whether matplotlib (the optional ``plot`` extra) is installed, without importing it.
+
+    Example:
+        >>> isinstance(can_plot(), bool)
+        True
+    """
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def plot(stats: dict, path) -> None:
     """Draw the two length histograms into a PNG with matplotlib (the optional ``plot`` extra).
 

@@ -2,7 +2,7 @@
 assistant mask trains on highlighted (green on a terminal, ``[[...]]`` otherwise)."""
 from __future__ import annotations
 
-from .common import CLIError, color_enabled, dataset_len, load_history, load_tokenizer, load_tools, resolve_template, say
+from .common import CLIError, color_enabled, load_history, load_tokenizer, load_tools, resolve_template, say
 
 HELP = "print one conversation as the model sees it, with trained (assistant-mask) tokens highlighted"
 EXAMPLE = """examples:
@@ -72,7 +72,7 @@ def run(args) -> int:
     import sys
 
     h = load_history(args.ds)
-    n = dataset_len(h)
+    n = len(h)
     if not -n <= args.index < n:
         raise CLIError(f"index {args.index} is out of range: {args.ds} holds {n} conversations")
     tok = load_tokenizer(args.tokenizer)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .common import (CLIError, check_output, dataset_chunks, dataset_len, load_history, load_tokenizer, load_tools, plural,
+from .common import (CLIError, check_output, dataset_chunks, load_history, load_tokenizer, load_tools, plural,
                      resolve_template, say)
 from .progress import Progress, human_count
 
@@ -128,7 +128,7 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     h = load_history(ds) if isinstance(ds, (str, Path)) else ds
     out = Path(out)
     check_output(out, overwrite)
-    n = dataset_len(h)
+    n = len(h)
     if n == 0 and not allow_empty:
         raise CLIError(f"{ds if isinstance(ds, (str, Path)) else 'the dataset'} holds no conversation; "
                        "pass --allow-empty to write an empty token set")

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["require_pyarrow", "require_datasets", "require_ray"]
+__all__ = ["MissingExtraError", "require_pyarrow", "require_datasets", "require_ray"]
+
+
+class MissingExtraError(ImportError):
+    """An optional package a feature needs is not installed; the message names the pip extra."""
 
 
 def _require(module: str, extra: str, what: str):
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(
+        raise MissingExtraError(
             f"{what} needs the optional package {module.split('.')[0]!r}, which is not installed "
             f"({err}); install it with: pip install \"chatdata[{extra}]\""
         ) from None

@@ -38,6 +38,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .lazy_history import LazyShards
+
 __all__ = ["open_dataset", "ShardedDataset", "ShardedWriter", "MANIFEST", "is_sharded"]
 
 MANIFEST = "manifest.json"
@@ -165,12 +167,11 @@ def commit_shards(folder, entries: list[dict], kind: str | None, *, replace: boo
     return m
 
 
-class ShardedDataset:
-    """A sharded dataset opened by :func:`open_dataset`: one lazy sequence over its shards.
-
-    ``len(ds)`` is the number of items (conversations, or token rows); ``ds[i]`` an item;
-    ``ds[a:b]`` a History (or ragged stack) of those items, read from the shards they live in;
-    ``ds.shard(k)`` the k-th shard as loaded by ``load_memmap``. In mode ``"a"``,
+class ShardedDataset(LazyShards):
+    """A sharded dataset opened by :func:`open_dataset`: one lazy History (or token set) over its
+    shards, read as :class:`~chatdata.io.lazy_history.LazyShards` says (``batch_size``, ``ds[i]``,
+    ``ds[a:b]``, ``ds[i, j]``, ``to_chats``, ``apply_chat_template``, ``memmap``, ...).
+    ``ds.shard(k)`` is the k-th shard as loaded by ``load_memmap``. In mode ``"a"``,
     :meth:`append` adds a shard.
     """
 
@@ -226,36 +227,6 @@ class ShardedDataset:
         k = bisect.bisect_right(self._starts, i) - 1
         return k, i - self._starts[k]
 
-    def __getitem__(self, index):
-        n = len(self)
-        if isinstance(index, slice):
-            return self._range(*index.indices(n))
-        if not isinstance(index, int):
-            index = int(index)
-        if not -n <= index < n:
-            raise IndexError(f"index {index} is out of range for a dataset of {n} items")
-        k, j = self._locate(index % n)
-        return self.shard(k)[j]
-
-    def _range(self, start: int, stop: int, step: int):
-        if step != 1:
-            raise IndexError("sharded datasets take slices with step 1")
-        pieces = []
-        i = start
-        while i < stop:
-            k, j = self._locate(i)
-            take = min(stop - i, self.manifest["shards"][k]["items"] - j)
-            if take > 0:
-                pieces.append(self.shard(k)[j:j + take])
-            i += max(take, 1)
-        return _concat(pieces, self)
-
-    def __iter__(self):
-        for k in range(self.num_shards):
-            s = self.shard(k)
-            for j in range(_items(s)):
-                yield s[j]
-
     def iter_chunks(self, size: int):
         """Consecutive pieces of at most ``size`` items, never crossing a shard (no copies)."""
         for k in range(self.num_shards):
@@ -263,10 +234,6 @@ class ShardedDataset:
             n = _items(s)
             for a in range(0, n, size):
                 yield s[a:a + size]
-
-    def to_chats(self):
-        """Every conversation as message dicts (for a History dataset)."""
-        return [c for k in range(self.num_shards) for c in self.shard(k).to_chats()]
 
     def to_arrow(self, column: str = "messages"):
         """One ``pyarrow.Table`` over all shards (one chunk per shard, zero-copy per shard)."""
@@ -306,28 +273,6 @@ class ShardedDataset:
             shutil.rmtree(self.path / name, ignore_errors=True)
             raise
         self.refresh()
-
-
-def _concat(pieces: list, ds: ShardedDataset):
-    from ..history import History
-    from ..td import RaggedTensorDict
-
-    if not pieces:
-        if ds.kind == "History" or ds.kind is None:
-            return History.from_chats([])
-        return ds.shard(0)[0:0]
-    if len(pieces) == 1:
-        return pieces[0]
-    if isinstance(pieces[0], History):
-        out = pieces[0]
-        for p in pieces[1:]:
-            out = out.extend(p, inplace=False)
-        return out
-    if isinstance(pieces[0], RaggedTensorDict):
-        return RaggedTensorDict.cat(pieces)
-    from ..td import cat
-
-    return cat(pieces, 0)
 
 
 def _refuse_foreign(p: Path) -> None:

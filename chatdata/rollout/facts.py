@@ -31,19 +31,15 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..templates import Renderer, TemplateError
-from ..templates.profile import common_prefix_len
+from ..templates.end_of_turn import end_of_turn
 from .delta import TurnDelta
 
 __all__ = ["TemplateFacts", "template_facts"]
 
-_PARTIAL_MARKER = re.compile(r"(?:<\||<｜|<|\[)[\w~▁-]*\Z")
-_MARKER = re.compile(r"<\|[^<>|]{0,64}\|>|<｜[^<>｜]{0,64}｜>|</?[^<>\s]{1,64}>|\[/?[A-Z_]{1,64}\]")
-_OPENER = re.compile(r"start|begin", re.IGNORECASE)
 _MARK = ("Zq9user0", "Zq9asst0", "Zq9user1", "Zq9asst1")
 
 
@@ -113,14 +109,9 @@ def _eot(renderer: Renderer, head: list[dict]) -> tuple[str, str]:
         return "", ""
     tail_end = end[end.rindex(_MARK[1]) + len(_MARK[1]):]
     tail_next = nxt[nxt.rindex(_MARK[1]) + len(_MARK[1]):]
-    common = tail_next[: common_prefix_len(tail_end, tail_next)]
-    common = _PARTIAL_MARKER.sub("", common)
-    for m in _MARKER.finditer(common):  # a marker that opens the next turn is not part of the EOT
-        if _OPENER.search(m.group(0)):
-            common = common[: m.start()]
-            break
-    eot = common.rstrip()
-    return eot, common[len(eot):]
+    # a rollout's EOT is what the policy generates to stop: whitespace alone is text after an empty
+    # EOT, and gpt-oss's <|end|> is not taken when the last turn ends with <|return|>
+    return end_of_turn(tail_next, tail_end, whitespace_end=False, differing_final_marker=False)
 
 
 def _probe(with_system: bool, with_tools: bool) -> list[dict]:

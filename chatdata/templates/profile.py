@@ -5,10 +5,10 @@ few probe conversations whose contents are marker words, and comparing the rende
 
 - ``eots``: the *end-of-turn texts*. After the first assistant answer of ``user, assistant,
   user, assistant`` the template writes ``tail_next`` (up to the next user content); when the
-  conversation stops after that answer it writes ``tail_end``. Their common prefix, cut before
-  any marker that opens something and without trailing whitespace, is what closes an assistant
-  turn whatever follows (``<|im_end|>``, ``<|eot_id|>``, ``</s>``, ``<end_of_turn>``, ...). The
-  first marker after the final answer is added (gpt-oss closes its last turn with
+  conversation stops after that answer it writes ``tail_end``. From the two,
+  :mod:`chatdata.templates.end_of_turn` (the one owner of that rule) gives what closes an
+  assistant turn whatever follows (``<|im_end|>``, ``<|eot_id|>``, ``</s>``, ``<end_of_turn>``,
+  ...). The first marker after the final answer is added (gpt-oss closes its last turn with
   ``<|return|>``, the others with ``<|end|>``).
 - ``stops``: for templates whose assistant turns have no end-of-turn text (GLM-4.x, Apertus,
   RWKV-world, ...), the marker that opens what follows an assistant turn -- the next user turn
@@ -28,60 +28,22 @@ Example:
 """
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
+from .end_of_turn import FRAGMENT_RE as _FRAGMENT_RE, MARKER_RE, OPENER_RE as _OPENER_RE
+from .end_of_turn import common_prefix_len, end_of_turn, first_marker
 from .errors import TemplateError
 from .render import Renderer
 
-MARKER_RE = re.compile(r"<\|[^<>|]{0,64}\|>|<｜[^<>｜]{0,64}｜>|</?[^<>\s]{1,64}>|\[/?[A-Z_]{1,64}\]")
-_FRAGMENT_RE = re.compile(r"(?:<\||<｜|<|\[)[\w~-]*\Z")
-_OPENER_RE = re.compile(r"start|begin", re.IGNORECASE)
 _PROBE = ("Vqzuser0", "Vqzasst0", "Vqzuser1", "Vqzasst1", "Vqztool0")
 _RENDER_ERRORS = (TemplateError, TypeError)
 
 
-def first_marker(text: str, pos: int = 0) -> str:
-    """The special-token-like marker at ``text[pos:]`` after whitespace, or ''.
-
-    Example:
-        >>> first_marker("\\n<|user|>\\nhi")
-        '<|user|>'
-    """
-    i = pos
-    while i < len(text) and text[i].isspace():
-        i += 1
-    m = MARKER_RE.match(text, i)
-    return m.group(0) if m else ""
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    """Length of the common prefix of ``a`` and ``b``.
-
-    Example:
-        >>> common_prefix_len("abcd", "abxy")
-        2
-    """
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n  # binary search on slices: C-speed comparisons
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def end_of_turn_text(tail_next: str, tail_end: str) -> str:
-    """End-of-turn text from what follows an assistant message when another turn follows
-    (``tail_next``) and when the conversation ends there (``tail_end``): their common prefix,
-    minus a trailing partial marker, cut before any marker that opens something (``start``,
-    ``begin`` in its name), without trailing whitespace; else the first marker of ``tail_next``
-    when the conversation's end writes one; '' when the template writes nothing after the last
-    turn.
+    """The end-of-turn text the masks train, from what follows an assistant message when another
+    turn follows (``tail_next``) and when the conversation ends there (``tail_end``): the rule of
+    :func:`~chatdata.templates.end_of_turn.end_of_turn` with both of its options on (a
+    whitespace-only end is the EOT; gpt-oss's ``<|end|>`` is, though the last turn ends ``<|return|>``).
 
     Example:
         >>> end_of_turn_text("<|im_end|>\\n<|im_start|>user\\n", "<|im_end|>\\n")
@@ -91,17 +53,7 @@ def end_of_turn_text(tail_next: str, tail_end: str) -> str:
         >>> end_of_turn_text("<|user|>", "")
         ''
     """
-    cp = _FRAGMENT_RE.sub("", tail_next[: common_prefix_len(tail_next, tail_end)])
-    for m in MARKER_RE.finditer(cp):
-        if _OPENER_RE.search(m.group(0)):
-            cp = cp[: m.start()]
-            break
-    if cp and not cp.strip() and cp == tail_end:
-        return cp  # only whitespace ends a turn, and the conversation (RWKV-world: "\n\n")
-    cp = cp.rstrip()
-    if cp or not tail_end.strip():
-        return cp
-    return first_marker(tail_next)
+    return end_of_turn(tail_next, tail_end, whitespace_end=True, differing_final_marker=True).text
 
 
 class TemplateProfile:

@@ -39,7 +39,7 @@ from ..io.sharded import open_dataset
 from .journal import branches_from_journal, read_journal
 from .store import BRANCHES, JOURNAL, TOKENS, _common_prefix, is_gateway_output
 
-__all__ = ["read_sessions"]
+__all__ = ["read_sessions", "summarize"]
 
 
 def _plain(t) -> torch.Tensor:
@@ -116,3 +116,34 @@ def read_sessions(out, include_open: bool = False) -> list[dict]:
                 r["parent"] = (r["parent"][0] + shift, r["parent"][1])
         out_rows.append(r)
     return out_rows
+
+
+def summarize(out) -> dict:
+    """Counts of a gateway output, from its columns (no conversation is decoded): stored
+    sessions, branches, forks, turns, truncated turns, tokens, sampled tokens, and open session
+    logs. ``chatdata info OUT`` prints them.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from chatdata.gateway.store import SessionStore
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "out"
+        >>> s = SessionStore(out, durable=False); _ = s.open(); s.close()
+        >>> summarize(out)["branches"]
+        0
+    """
+    out = Path(out)
+    toks, table = open_dataset(out / TOKENS), open_dataset(out / BRANCHES)
+    sessions: set = set()
+    counts = {"branches": 0, "forks": 0, "turns": 0, "truncated_turns": 0, "tokens": 0, "sampled_tokens": 0}
+    for k in range(table.num_shards):
+        b = table.shard(k)
+        sessions.update(b.get("session_uid").tolist())
+        counts["branches"] += int(b.batch_size[0])
+        counts["forks"] += int((b["parent"] >= 0).sum())
+        counts["turns"] += int(b["turns"].sum())
+        counts["truncated_turns"] += int(b["truncated_turns"].sum())
+    for k in range(toks.num_shards):
+        values = toks.shard(k).values
+        counts["tokens"] += int(values.get("input_ids").numel())
+        counts["sampled_tokens"] += int(values.get("assistant_masks").sum())
+    return {"sessions": len(sessions), **counts, "open_session_logs": len(list((out / JOURNAL).glob("*.jsonl")))}

@@ -81,15 +81,24 @@ class SessionStore:
         self._lock_fd: int | None = None
 
     # -- opening --------------------------------------------------------------------------------
-    def open(self) -> list[Path]:
-        """Create or reopen ``OUT``, take its lock, finish or undo an interrupted commit, and
-        return the logs of sessions that were open (to resume, oldest first)."""
+    def preflight(self) -> None:
+        """Raise ValueError (what to fix) if ``OUT`` cannot be used: a file, someone else's
+        folder, or a folder another gateway is writing to. Changes nothing."""
         out = self.out
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out} is a file, not a folder")
         if out.is_dir() and any(out.iterdir()) and not is_gateway_output(out):
             raise ValueError(f"--out {out} is a non-empty folder that chatdata serve did not write; "
                              "give an empty or new folder (or one an earlier chatdata serve wrote, to resume)")
+        if (out / LOCK).is_file():
+            self._lock()
+            self.close()
+
+    def open(self) -> list[Path]:
+        """Create or reopen ``OUT``, take its lock, finish or undo an interrupted commit, and
+        return the logs of sessions that were open (to resume, oldest first)."""
+        out = self.out
+        self.preflight()
         open_dataset(out, mode="a")  # the conversations' manifest first: it refuses a foreign folder
         self._lock()
         for sub in (TOKENS, BRANCHES):

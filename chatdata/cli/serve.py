@@ -10,7 +10,10 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .common import CLIError, say
@@ -105,6 +108,18 @@ def run(args) -> int:
             await super().startup(sockets=sockets)
             if self.started:
                 say(f"chatdata serve: ready at http://{shown}:{port}/v1 (backend {gw.backend.url}, recording to {args.out})")
+
+        @contextlib.contextmanager
+        def capture_signals(self):  # SIGTERM / Ctrl-C: shut down (storing sessions), then exit 0
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            old = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
 
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
                             timeout_graceful_shutdown=30)

@@ -163,28 +163,32 @@ class Gateway:
         counted = plan.session
         if counted is not None:
             counted.inflight += 1
+        generated = False
         try:
             prompt = plan.conv.prompt_ids().tolist()
             sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
                                 temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
                                 stop_token_ids=self.stop_token_ids, seed=req.seed,
                                 presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
-            try:
-                gen = await self.backend.generate(prompt, sampling)
-            except BaseException:
-                self.table.abort(plan)
-                raise
+            gen = await self.backend.generate(prompt, sampling)
             msg, record = self.table.complete(plan, gen.ids, gen.logprobs, gen.finish_reason)
+            generated = True
             s = self.table.session_for(plan)
             if counted is None:
                 s.inflight += 1
                 counted = s
             number = self.table.number(plan)
             record["b"] = number
-            await asyncio.to_thread(s.journal.append, record)
+            try:
+                await asyncio.to_thread(s.journal.append, record)
+            except BaseException:  # not logged: the branch holds a turn the log lacks, so the session
+                self.table.remove(s)  # leaves routing (its log, whole up to here, is stored as it is)
+                raise
             sent = openai_message(msg)
             self.table.publish(plan, number, msg, sent)
         finally:
+            if not generated:
+                self.table.abort(plan)  # nothing was sampled or kept: the branch is as it was
             if counted is not None:
                 counted.inflight -= 1
         finish = finish_reason(msg, gen.finish_reason)

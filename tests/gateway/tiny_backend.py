@@ -26,8 +26,9 @@ deterministic. Streaming, ``n > 1`` and penalties are refused with a 400 (not im
 Test hook (not part of either protocol): when the prompt's last turn holds
 ``⟦reply <JSON string>⟧``, the backend emits exactly the tokens of that text (tokenized by the
 model's tokenizer, special tokens included) instead of sampling, with the model's logprob of
-each; ``max_tokens`` and stop ids apply as for sampled tokens. Scripted agents use it to get tool
-calls from a random model. Every generation is appended to ``--record`` as a JSON line:
+each (one teacher-forced forward); ``max_tokens`` and stop ids apply as for sampled tokens, and a
+reply without a stop id goes on sampling. Scripted agents use it to get tool calls from a random
+model. Every generation is appended to ``--record`` as a JSON line:
 ``{"api", "prompt", "ids", "logprobs", "finish", "seed", "scripted"}``.
 """
 from __future__ import annotations
@@ -71,23 +72,29 @@ class Engine:
     @torch.no_grad()
     def generate(self, api: str, prompt: list[int], max_tokens: int, temperature: float | None, top_p: float | None,
                  seed: int | None, stop: list[str], stop_ids: list[int]) -> tuple[list[int], list[float], str, object]:
-        forced = self.scripted(prompt)
+        forced = (self.scripted(prompt) or [])[:max_tokens]
+        ends = self.eos | set(stop_ids)
+        cut = next((k for k, t in enumerate(forced) if t in ends), None)
+        if cut is not None:
+            forced = forced[:cut + 1]
         gen = torch.Generator().manual_seed(seed) if seed is not None else self.rng
         with self.lock:
-            out = self.model(input_ids=torch.tensor([prompt]), use_cache=True)
-            past, logits = out.past_key_values, out.logits[0, -1]
+            # one forward over the prompt and the scripted ids (teacher forcing) gives their logprobs
+            out = self.model(input_ids=torch.tensor([prompt + forced]), use_cache=True, logits_to_keep=len(forced) + 1)
+            past, logits = out.past_key_values, out.logits[0].float()
             ids, lps, finish, reason = [], [], "length", None
-            for step in range(max_tokens):
-                logp = torch.log_softmax(logits.float(), -1)
-                if forced is not None:
-                    if step >= len(forced):
-                        finish = "stop"
-                        break
-                    tok = forced[step]
-                elif temperature == 0:
-                    tok = int(torch.argmax(logits))
+            for k, tok in enumerate(forced):
+                ids.append(tok)
+                lps.append(float(torch.log_softmax(logits[k], -1)[tok]))
+            last = logits[len(forced)]
+            if forced and forced[-1] in ends:
+                finish, reason = "stop", (forced[-1] if forced[-1] in stop_ids else None)
+            while finish == "length" and len(ids) < max_tokens:  # sampled by the model
+                logp = torch.log_softmax(last, -1)
+                if temperature == 0:
+                    tok = int(torch.argmax(last))
                 else:
-                    probs = torch.softmax(logits.float() / (1.0 if temperature is None else temperature), -1)
+                    probs = torch.softmax(last / (1.0 if temperature is None else temperature), -1)
                     if top_p is not None and top_p < 1.0:
                         sp, si = torch.sort(probs, descending=True)
                         keep = torch.cumsum(sp, 0) - sp < top_p
@@ -95,7 +102,7 @@ class Engine:
                     tok = int(torch.multinomial(probs, 1, generator=gen))
                 ids.append(tok)
                 lps.append(float(logp[tok]))
-                if tok in self.eos or tok in stop_ids:
+                if tok in ends:
                     finish, reason = "stop", (tok if tok in stop_ids else None)
                     break
                 if stop:
@@ -104,11 +111,12 @@ class Engine:
                     if hit is not None:
                         finish, reason = "stop", hit
                         break
-                out = self.model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
-                past, logits = out.past_key_values, out.logits[0, -1]
+                if len(ids) < max_tokens:
+                    out = self.model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+                    past, last = out.past_key_values, out.logits[0, -1].float()
             with open(self.record, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"api": api, "prompt": prompt, "ids": ids, "logprobs": lps, "finish": finish,
-                                    "seed": seed, "scripted": forced is not None}) + "\n")
+                                    "seed": seed, "scripted": bool(forced)}) + "\n")
         return ids, lps, finish, reason
 
 

@@ -127,8 +127,8 @@ class Conversation:
             True
         """
         msgs = self.messages
-        if not 0 <= n_messages <= len(msgs):
-            raise ValueError(f"fork: n_messages must be in [0, {len(msgs)}], got {n_messages}")
+        if not 1 <= n_messages <= len(msgs):
+            raise ValueError(f"fork: n_messages must be in [1, {len(msgs)}], got {n_messages}")
         keep = [t for t in self._turns if t[0] < n_messages]
         first = keep[0][0] if keep else n_messages
         new = Conversation(msgs[:first], **self._config)

@@ -165,7 +165,7 @@ class Gateway:
             counted.inflight += 1
         generated = False
         try:
-            prompt = plan.conv.prompt_ids().tolist()
+            prompt = plan.full
             sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
                                 temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
                                 stop_token_ids=self.stop_token_ids, seed=req.seed,
@@ -180,7 +180,10 @@ class Gateway:
             number = self.table.number(plan)
             record["b"] = number
             try:
-                await asyncio.to_thread(s.journal.append, record)
+                if s.journal.durable:  # fsync off the event loop
+                    await asyncio.to_thread(s.journal.append, record)
+                else:
+                    s.journal.append(record)
             except BaseException:  # not logged: the branch holds a turn the log lacks, so the session
                 self.table.remove(s)  # leaves routing (its log, whole up to here, is stored as it is)
                 raise

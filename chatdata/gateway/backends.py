@@ -6,7 +6,8 @@ a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gat
 * **vLLM** ``POST {url}/v1/completions`` with ``prompt`` (a list of ids), ``return_token_ids:
   true`` and ``logprobs: 0``; read ``choices[0].token_ids`` (the sampled ids, the stop token
   included), ``choices[0].logprobs.token_logprobs`` and ``choices[0].finish_reason``
-  (``"stop"`` or ``"length"``). vLLM's default ``max_tokens`` is 16, so it is always sent.
+  (``"stop"`` or ``"length"``); ``prompt_token_ids``, when answered, must be the prompt sent.
+  vLLM's default ``max_tokens`` is 16, so it is always sent.
 * **SGLang** ``POST {url}/generate`` with ``input_ids``, ``sampling_params`` (``max_new_tokens``,
   ``temperature``, ``top_p``, ``stop``, ``stop_token_ids``, ``sampling_seed``) and
   ``return_logprob: true``; read ``output_ids``, ``meta_info.output_token_logprobs`` (one
@@ -169,6 +170,9 @@ class VLLMBackend(_HTTPBackend):
         if "token_ids" not in c or c["token_ids"] is None:
             raise _garbage(self.api, "no 'token_ids' in the choice: the backend must be vLLM >= 0.10.2 "
                                      "(it returns the sampled ids when asked with return_token_ids)")
+        echoed = c.get("prompt_token_ids")
+        if echoed is not None and echoed != prompt:
+            raise _garbage(self.api, "the prompt_token_ids it answered with are not the prompt it was sent")
         lp = c.get("logprobs")
         lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
         return _check(self.api, c["token_ids"], lps, c.get("finish_reason"))

@@ -130,7 +130,8 @@ class Plan:
     base: int = 0  # ids the branch held before this request (the prompt past them is logged)
     new_raw: list = field(default_factory=list)
     new_norm: list = field(default_factory=list)
-    prompt: list = field(default_factory=list)
+    prompt: list = field(default_factory=list)  # the ids past ``base``: what the log keeps
+    full: list = field(default_factory=list)  # every id to send
     engine: dict = field(default_factory=dict)
 
 
@@ -223,12 +224,9 @@ class SessionTable:
         except ValueError as err:  # the template refuses the conversation
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
         plan.conv = conv
-        plan.prompt = conv.prompt_ids()[plan.base:].tolist()
+        plan.full = conv.prompt_ids().tolist()
+        plan.prompt = plan.full[plan.base:]
         return plan
-
-    def full_prompt(self, plan: Plan) -> list[int]:
-        """Every id to send to the backend."""
-        return plan.conv.prompt_ids().tolist()
 
     def _conversation(self, messages: list, engine: dict) -> Conversation:
         kwargs = {**self.template_kwargs, **(engine.get("template_kwargs") or {})}

@@ -313,13 +313,13 @@ def test_sigkill_under_load_then_restart(backend, tiny_model, tmp_path):
     for th in threads:
         th.start()
     deadline = time.monotonic() + 90
-    while len(done) < 30 and time.monotonic() < deadline:
+    while len(done) < 18 and time.monotonic() < deadline:
         time.sleep(0.02)
     g.kill()  # SIGKILL, requests in flight
     stop.set()
     for th in threads:
         th.join(60)
-    assert len(done) >= 30
+    assert len(done) >= 18
     gens = {x["seed"]: x for x in sampled(backend[1], since)}
 
     g2 = start_gateway(backend[0], tiny_model, out, "--idle-timeout", "600")  # resumes the open sessions

@@ -43,14 +43,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-VOCAB = ("the weather in Zürich is sunny today and the train leaves at nine from platform four while "
-         "prices rose by three percent café naïve 東京 데이터 quickly model answer tool result order "
-         "package flight hotel meeting budget report").split()
-
-
-def words(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(VOCAB) for _ in range(n)) + "."
+from bench_rollout import words  # noqa: E402 - the same turns as the rollout benchmark
 
 
 # -- an instant backend -------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -44,20 +45,30 @@ HEADER = "chatdata-gateway-journal"
 class Journal:
     """Appends records to one session's log file (see the module docstring)."""
 
-    __slots__ = ("path", "session_id", "uid", "durable")
+    __slots__ = ("path", "session_id", "uid", "durable", "_header", "_lock")
 
     def __init__(self, path: Path, session_id: str, uid: str, durable: bool) -> None:
         self.path, self.session_id, self.uid, self.durable = path, session_id, uid, durable
+        self._header: dict | None = None  # a new log's header, written with its first record
+        self._lock = threading.Lock()  # appends come from worker threads: one at a time, header first
 
     @classmethod
     def create(cls, folder: Path, session_id: str, durable: bool = True) -> "Journal":
+        """A new log (nothing is written before its first record)."""
         uid = uuid.uuid4().hex
         j = cls(Path(folder) / f"{uid}.jsonl", session_id, uid, durable)
-        j._write({"journal": HEADER, "version": 1, "session_id": session_id, "uid": uid, "created": time.time()})
+        j._header = {"journal": HEADER, "version": 1, "session_id": session_id, "uid": uid, "created": time.time()}
         return j
 
     def _write(self, obj: dict) -> None:
         line = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_locked(line)
+
+    def _write_locked(self, line: bytes) -> None:
+        if self._header is not None:  # one write (and one fsync) for the header and the first record
+            line = (json.dumps(self._header, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8") + line
+            self._header = None
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             view = memoryview(line)

@@ -48,7 +48,7 @@ import torch
 from ..history import History
 from ..io.sharded import SHARDS, commit_shards, new_shard_name, open_dataset
 from ..td import NonTensorStack, RaggedTensorDict, TensorDict
-from .journal import StoredBranch, read_journal, branches_from_journal
+from .journal import Journal, StoredBranch, branches_from_journal, read_journal
 
 __all__ = ["SessionStore", "TOKENS", "BRANCHES", "JOURNAL", "MARKER", "is_gateway_output"]
 
@@ -173,15 +173,15 @@ class SessionStore:
         """Store the sessions logged in ``journals`` as one shard (see the module docstring) and
         remove the logs; returns the shard name (None when they held no completed request)."""
         rows: list[tuple[dict, StoredBranch]] = []
-        used = []
+        used: list[tuple[Path, dict]] = []
         for path in journals:
             if not path.exists():
                 continue
             head, records, _ = read_journal(path)
-            used.append(path)
+            used.append((path, head))
             rows += [(head, b) for b in branches_from_journal(records)]
         if not rows:
-            for path in used:
+            for path, _ in used:
                 path.unlink(missing_ok=True)
             return None
         name = new_shard_name()
@@ -192,16 +192,13 @@ class SessionStore:
             for folder in written:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        from .journal import Journal
-
-        for path in used:
-            head = read_journal(path)[0]
+        for path, head in used:
             Journal(path, head["session_id"], head["uid"], self.durable).mark_committed(name)
         entry = [{"path": f"{SHARDS}/{name}", "items": len(rows)}]
         commit_shards(self.out / TOKENS, entry, "tokens")
         commit_shards(self.out / BRANCHES, entry, "TensorDict")
         commit_shards(self.out, entry, "History")
-        for path in used:
+        for path, _ in used:
             path.unlink(missing_ok=True)
         return name
 

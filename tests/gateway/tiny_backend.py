@@ -144,12 +144,16 @@ def build_app(engine: Engine):
             return "penalties are not implemented by this test backend"
         return None
 
-    def check_prompt(prompt: list[int], max_tokens: int):
+    def run(api: str, prompt: list[int], max_tokens: int, params: dict, seed_key: str):
+        """Generate, or a 400 response when the prompt and max_tokens overflow the context."""
         if len(prompt) + max_tokens > engine.max_model_len:
             return _error(400, f"This model's maximum context length is {engine.max_model_len} tokens. However, you "
                                f"requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
                                f"{max_tokens} in the completion).", "prompt")
-        return None
+        stop = params.get("stop") or []
+        stop = [stop] if isinstance(stop, str) else stop
+        return engine.generate(api, prompt, max_tokens, params.get("temperature"), params.get("top_p"),
+                               params.get(seed_key), stop, params.get("stop_token_ids") or [])
 
     def completions(request):  # sync: starlette runs it in its thread pool
         try:
@@ -169,14 +173,10 @@ def build_app(engine: Engine):
         if not _int_list(prompt):
             return _error(400, "prompt must be a string or a non-empty list of token ids", "prompt")
         max_tokens = body.get("max_tokens", 16)
-        max_tokens = 16 if max_tokens is None else max_tokens
-        bad = check_prompt(prompt, max_tokens)
-        if bad is not None:
-            return bad
-        stop = body.get("stop") or []
-        stop = [stop] if isinstance(stop, str) else stop
-        ids, lps, finish, reason = engine.generate("vllm", prompt, max_tokens, body.get("temperature"), body.get("top_p"),
-                                                   body.get("seed"), stop, body.get("stop_token_ids") or [])
+        out = run("vllm", prompt, 16 if max_tokens is None else max_tokens, body, "seed")
+        if not isinstance(out, tuple):
+            return out
+        ids, lps, finish, reason = out
         k = body.get("logprobs")
         logprobs = None
         if k is not None:
@@ -208,14 +208,11 @@ def build_app(engine: Engine):
         err = unsupported(body, sp)
         if err:
             return _error(400, err)
-        prompt, max_tokens = body["input_ids"], sp.get("max_new_tokens", 128)
-        bad = check_prompt(prompt, max_tokens)
-        if bad is not None:
-            return bad
-        stop = sp.get("stop") or []
-        stop = [stop] if isinstance(stop, str) else stop
-        ids, lps, finish, reason = engine.generate("sglang", prompt, max_tokens, sp.get("temperature"), sp.get("top_p"),
-                                                   sp.get("sampling_seed"), stop, sp.get("stop_token_ids") or [])
+        prompt = body["input_ids"]
+        out = run("sglang", prompt, sp.get("max_new_tokens", 128), sp, "sampling_seed")
+        if not isinstance(out, tuple):
+            return out
+        ids, lps, finish, reason = out
         reason_obj = ({"type": "length", "length": len(ids)} if finish == "length"
                       else {"type": "stop", "matched": reason if reason is not None else ids[-1]})
         meta = {"id": uuid.uuid4().hex, "finish_reason": reason_obj, "prompt_tokens": len(prompt),

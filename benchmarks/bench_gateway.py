@@ -2,7 +2,8 @@
 """The gateway (issue 22): overhead per request, throughput, memory per session.
 
     python benchmarks/bench_gateway.py [--turns 10 50 100] [--words 60] [--repeat 3]
-                                       [--sessions 64] [--rounds 8] [--quick]
+                                       [--sessions 64] [--rounds 8] [--quick] [--only overhead|throughput|memory]
+    python benchmarks/bench_gateway.py --only throughput --backend http://127.0.0.1:8001 --tokenizer MODEL_DIR
 
 All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is an answer of
 ``--words`` words (the "sampled" ids, EOT included) and a user message of ``--words`` words.
@@ -19,7 +20,7 @@ All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is a
 2. **Throughput**: ``chatdata serve`` as a process, an instant echo backend as another, 64
    sessions at once driven by an async httpx client over HTTP (all three on the machine's 2
    cores), ``--rounds`` turns each; requests/s and latency, against the same load sent straight
-   to the echo backend (the HTTP floor).
+   to the echo backend (the HTTP floor). ``--backend URL`` runs it against a real vLLM instead.
 3. **Memory**: resident memory (VmRSS) per open session at 100 turns (64 sessions, in-process),
    then after they are stored; and over several open/store cycles (a gateway that runs for days
    must stay flat).
@@ -168,21 +169,24 @@ def overhead(tok, turn_counts, n_words, repeat):
 
 
 # -- 2. throughput ------------------------------------------------------------------------------------------
-def throughput(n_sessions, rounds, n_words):
+def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_tokens=64):
     import httpx
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     procs = []
     try:
-        port_file = tmp / "echo.port"
-        procs.append(subprocess.Popen([sys.executable, __file__, "--echo-backend", str(port_file), "--words", str(n_words)]))
-        while not port_file.exists() or not port_file.read_text():
-            time.sleep(0.1)
-        echo = f"http://127.0.0.1:{port_file.read_text()}"
+        if backend is None:
+            port_file = tmp / "echo.port"
+            procs.append(subprocess.Popen([sys.executable, __file__, "--echo-backend", str(port_file), "--words", str(n_words)]))
+            while not port_file.exists() or not port_file.read_text():
+                time.sleep(0.1)
+            echo = f"http://127.0.0.1:{port_file.read_text()}"
+        else:
+            echo = backend.rstrip("/")
         from chatdata.data import sample_tokenizer_path
 
         gw = subprocess.Popen([sys.executable, "-m", "chatdata", "serve", "--backend", echo, "--tokenizer",
-                               str(sample_tokenizer_path()), "--out", str(tmp / "out"), "--port", "0"],
+                               str(tokenizer or sample_tokenizer_path()), "--out", str(tmp / "out"), "--port", "0"],
                               stdout=subprocess.PIPE, text=True)
         procs.append(gw)
         line = gw.stdout.readline()
@@ -199,13 +203,14 @@ def throughput(n_sessions, rounds, n_words):
                     for t in range(rounds):
                         t0 = time.perf_counter()
                         if direct:
-                            r = await http.post(target + "/v1/completions", json={"prompt": list(range(100 + 20 * t)),
-                                                                                  "max_tokens": 64, "logprobs": 0,
-                                                                                  "return_token_ids": True})
+                            r = await http.post(target + "/v1/completions", json={
+                                "prompt": list(range(1000, 1100 + 20 * t)), "max_tokens": max_tokens, "logprobs": 0,
+                                "return_token_ids": True, "seed": k})
                             r.raise_for_status()
                         else:
-                            r = await http.post(target + "/chat/completions", json={"model": "m", "messages": msgs},
-                                                headers={"X-Session-Id": f"bench-{k}"})
+                            r = await http.post(target + "/chat/completions", json={
+                                "model": "m", "messages": msgs, "max_tokens": max_tokens, "seed": k},
+                                headers={"X-Session-Id": f"bench-{k}"})
                             r.raise_for_status()
                             msgs = msgs + [r.json()["choices"][0]["message"], {"role": "user", "content": users[t + 1]}]
                         lat.append(time.perf_counter() - t0)
@@ -214,8 +219,9 @@ def throughput(n_sessions, rounds, n_words):
                 return time.perf_counter() - t0, lat
 
         rows = []
-        for name, target, direct in (("echo backend alone (HTTP floor)", echo, True), ("chatdata serve -> echo", url, False),
-                                     ("echo backend alone (HTTP floor)", echo, True), ("chatdata serve -> echo", url, False)):
+        what = "echo backend" if backend is None else "backend"
+        for name, target, direct in ((f"{what} alone (HTTP floor)", echo, True), (f"chatdata serve -> {what}", url, False),
+                                     (f"{what} alone (HTTP floor)", echo, True), (f"chatdata serve -> {what}", url, False)):
             wall, lat = asyncio.run(load(target, direct))
             rows.append((name, len(lat) / wall, statistics.median(lat) * 1e3, sorted(lat)[int(0.95 * len(lat))] * 1e3))
         print(f"\n2. throughput: {n_sessions} sessions at once x {rounds} turns, over HTTP, 2 cores shared by client, "
@@ -293,6 +299,9 @@ def main() -> None:
     p.add_argument("--cycles", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--only", choices=("overhead", "throughput", "memory"))
+    p.add_argument("--backend", help="throughput against this vLLM server instead of the echo backend")
+    p.add_argument("--tokenizer", help="the tokenizer folder of --backend's model")
+    p.add_argument("--max-tokens", type=int, default=64, help="max_tokens of each throughput request")
     p.add_argument("--echo-backend", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.echo_backend:
@@ -307,7 +316,7 @@ def main() -> None:
     if args.only in (None, "overhead"):
         overhead(tok, args.turns, args.words, args.repeat)
     if args.only in (None, "throughput"):
-        throughput(args.sessions, args.rounds, args.words)
+        throughput(args.sessions, args.rounds, args.words, args.backend, args.tokenizer, args.max_tokens)
     if args.only in (None, "memory"):
         memory(tok, args.sessions, max(args.turns), args.words, args.cycles)
 

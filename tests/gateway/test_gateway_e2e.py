@@ -241,6 +241,29 @@ def test_streaming_equals_non_streaming(gateway):
     assert ca == cb
 
 
+def test_stop_strings_chat_logprobs_and_two_requests_on_one_branch(gateway):
+    c = client(gateway)
+    h = {"X-Session-Id": "stop-1"}
+    msgs = [{"role": "user", "content": "Compte " + scripted("un deux STOP trois<|im_end|>")}]
+    r = c.chat.completions.create(model="tiny", messages=msgs, seed=1, stop=["STOP"], logprobs=True, extra_headers=h)
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].message.content == "un deux STOP"  # every sampled id
+    lps = [x.logprob for x in r.choices[0].logprobs.content]
+    assert len(lps) == r.usage.completion_tokens
+    msgs += [r.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "Suite " + scripted("ok<|im_end|>")}]
+    with ThreadPoolExecutor(2) as pool:  # the same request twice at once: the second forks the branch
+        both = list(pool.map(lambda _: c.chat.completions.with_raw_response.create(
+            model="tiny", messages=msgs, seed=2, extra_headers=h), range(2)))
+    assert sorted(x.headers["x-chatdata-branch"] for x in both) == ["0", "1"]
+    assert httpx.post(f"{gateway.url}/v1/sessions/stop-1/close", timeout=60).status_code == 200
+    rec = sorted((r for r in read_sessions(gateway.out) if r["session_id"] == "stop-1"), key=lambda r: r["branch"])
+    assert [r["parent"] is None for r in rec] == [True, False]
+    first = _runs(rec[0]["assistant_masks"])[0]
+    assert rec[0]["logprobs"][first[0]:first[1]].tolist() == pytest.approx(lps, abs=1e-6)
+    chat = rec[0]["history"].to_chats()
+    assert chat[1] == {"role": "assistant", "content": "un deux STOP", "is_complete": False}  # no EOT sampled
+    assert rec[1]["parent"][1] > first[1] and torch.equal(rec[1]["input_ids"], rec[0]["input_ids"])  # same seed
+
+
 def test_bad_requests_get_openai_errors_and_lose_nothing(gateway):
     url = gateway.url + "/v1/chat/completions"
     c = client(gateway)

@@ -77,6 +77,10 @@ class Engine:
         cut = next((k for k, t in enumerate(forced) if t in ends), None)
         if cut is not None:
             forced = forced[:cut + 1]
+        hit_at = next((k for k in range(len(forced)) if stop and any(
+            x in self.tok.decode(forced[:k + 1], skip_special_tokens=True) for x in stop)), None)
+        if hit_at is not None:  # a stop string ends the reply (its ids are part of the output)
+            forced = forced[:hit_at + 1]
         gen = torch.Generator().manual_seed(seed) if seed is not None else self.rng
         with self.lock:
             # one forward over the prompt and the scripted ids (teacher forcing) gives their logprobs
@@ -89,6 +93,9 @@ class Engine:
             last = logits[len(forced)]
             if forced and forced[-1] in ends:
                 finish, reason = "stop", (forced[-1] if forced[-1] in stop_ids else None)
+            elif hit_at is not None:
+                text = self.tok.decode(forced, skip_special_tokens=True)
+                finish, reason = "stop", next(x for x in stop if x in text)
             while finish == "length" and len(ids) < max_tokens:  # sampled by the model
                 logp = torch.log_softmax(last, -1)
                 if temperature == 0:

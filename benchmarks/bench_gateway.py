@@ -206,7 +206,8 @@ def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_to
         async def load(target: str, direct: bool):
             lat = []
             limits = httpx.Limits(max_connections=n_sessions + 4)
-            async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+            async with httpx.AsyncClient(timeout=120, limits=limits,
+                                         transport=httpx.AsyncHTTPTransport(retries=2, limits=limits)) as http:
                 async def session(k):
                     msgs = [{"role": "system", "content": f"Agent {k}."}, {"role": "user", "content": users[0]}]
                     for t in range(rounds):

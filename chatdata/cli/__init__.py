@@ -34,6 +34,7 @@ EPILOG = """start with:
   chatdata show ds/ 0
   chatdata verify ds/
   chatdata export ds/ chats.jsonl
+  chatdata serve --backend URL --tokenizer PATH --out sessions/   # gateway recording agent sessions
 
 run `chatdata COMMAND --help` for the options of a command."""
 

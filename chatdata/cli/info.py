@@ -221,11 +221,26 @@ def run(args) -> int:
         if out.parent and not out.parent.exists():
             raise CLIError(f"--plot {args.plot}: folder {out.parent} does not exist")
         plot(stats, out)
+    from ..gateway import is_gateway_output
+
+    sessions = None
+    if is_gateway_output(args.ds):  # chatdata serve's output: its token set and session trees too
+        from ..gateway.reader import summarize
+
+        sessions = summarize(args.ds)
     if args.json:
-        say(json.dumps({k: v for k, v in stats.items() if not k.startswith("_")}, indent=2))
+        out = {k: v for k, v in stats.items() if not k.startswith("_")}
+        say(json.dumps(out if sessions is None else {**out, "gateway": sessions}, indent=2))
     else:
         say(f"dataset {args.ds}")
         say(format_stats(stats, args.ds))
+        if sessions is not None:
+            say(f"{'sessions (chatdata serve)':<26}{plural(sessions['sessions'], 'session')}, "
+                f"{plural(sessions['branches'], 'branch', 'branches')} ({plural(sessions['forks'], 'fork')}), "
+                f"{plural(sessions['turns'], 'turn')} ({sessions['truncated_turns']:,} truncated), "
+                f"{plural(sessions['open_session_logs'], 'session')} still open")
+            say(f"{'tokens (OUT/tokens)':<26}{human_count(sessions['tokens'])}, "
+                f"{human_count(sessions['sampled_tokens'])} sampled (assistant_masks)")
         if args.plot:
             say(f"histograms written to {args.plot}")
     return 0

@@ -7,7 +7,9 @@ A plain folder is checked by :func:`chatdata.td.storage.verify.verify`. A sharde
 * every shard holds as many items as the manifest says, and the manifest's total adds up;
 * shard folders that the manifest does not name are listed as leftovers (a writer killed
   before its commit leaves one; a writer running right now may be about to add it). Like the
-  temporary folders of interrupted saves, they do not make the report bad.
+  temporary folders of interrupted saves, they do not make the report bad;
+* sub-folders that are sharded datasets themselves (the token set and branch table that
+  ``chatdata serve`` keeps beside its conversations) are checked the same way.
 
 Example:
     >>> import tempfile, chatdata
@@ -74,6 +76,9 @@ def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
         for child in sorted(shards_dir.iterdir()):
             if child.is_dir() and not child.name.startswith(".") and child.resolve() not in named:
                 report.leftovers.append(f"{child} (a shard folder the manifest does not name)")
+    for child in sorted(root.iterdir()):
+        if child.name != SHARDS and child.is_dir() and is_sharded(child):  # a companion sharded dataset
+            _merge(report, verify_dataset(child, checksums=checksums))
     report.seconds = time.perf_counter() - t0
     return report
 

@@ -16,6 +16,7 @@ Example:
     True
 """
 from .core import Rollout
+from .conversation import Conversation
 from .facts import TemplateFacts, rollout_section, template_facts
 
-__all__ = ["Rollout", "TemplateFacts", "template_facts"]
+__all__ = ["Rollout", "Conversation", "TemplateFacts", "template_facts"]

@@ -6,13 +6,15 @@ the optional tool-call / tool-response block patterns found inside contents. One
 engine (:func:`parse_with_spec`) walks the text with those patterns.
 
 Representation: messages are ``{"role", "content"}``; assistant tool calls written as
-``<tool_call>{json}</tool_call>`` (qwen) come back as ``"tool_calls": [{"name", "arguments"}]``
-and are removed from the content (Mistral's ``[TOOL_CALLS][...]`` lists and Llama 3's bare
-``{"name", "parameters"}`` JSON too). Families whose templates write reasoning inline
+``<tool_call>{json}</tool_call>`` (qwen) come back in the shape chats are fed in with (OpenAI's and
+transformers' docs): ``"tool_calls": [{"type": "function", "function": {"name", "arguments"}}]``,
+``arguments`` a dict, plus ``"id"`` where the template writes one (Mistral), and are removed from
+the content (Mistral's ``[TOOL_CALLS][...]`` lists and Llama 3's bare ``{"name", "parameters"}``
+JSON too). Such a parsed message renders back to the same text. Families whose templates write reasoning inline
 (``<think>...</think>``, Qwen3, QwQ, DeepSeek-R1) give it back as ``"reasoning_content"``. A user turn that consists only of ``<tool_response>``
 blocks (what qwen writes for consecutive ``role="tool"`` messages) comes back as one
 ``{"role": "tool", "content": ...}`` message per block, so ``parse(render(chat)) == chat``
-for chats whose tool calls are given as ``{"name", "arguments"}`` dicts. A user turn that
+for chats whose tool calls are given in that shape. A user turn that
 mixes text and tool responses keeps the text as content and lists the blocks under
 ``"tool_responses"``. An unterminated final message gets ``"is_complete": False``.
 Malformed tool-call JSON raises ``ValueError`` naming the message.
@@ -57,7 +59,6 @@ class ParserSpec:
     stop: str | None = None  # regex of the end-of-turn marker(s) a generated response ends with
     content: str | None = None  # regex: when it matches the content (after reasoning), group 1 is the content
     detect: tuple[str, ...] = ()  # markers that all occur in a template source of this family
-    openai_calls: bool = False  # tool calls as {"type", "function": {"name", "arguments"}, "id"} (Mistral's templates need it)
 
     def compiled(self):
         return _compile(self)
@@ -78,24 +79,23 @@ def _compile(spec: ParserSpec):
             re.compile(spec.reasoning, re.S) if spec.reasoning else None,
             re.compile(f"(?:{spec.stop})\\Z", re.S) if spec.stop else None,
             re.compile(spec.content, re.S) if spec.content else None,
-            spec.openai_calls,
         ))
     return _COMPILED[key][1]
 
 
-def _one_call(call: Any, raw: str, index: int, openai: bool) -> dict:
+def _one_call(call: Any, raw: str, index: int) -> dict:
+    """One written call as the chats' shape: ``{"type": "function", "function": {"name",
+    "arguments"}}``, plus ``"id"`` when the text holds one."""
     if not isinstance(call, dict) or "name" not in call:
         raise ValueError(f"message {index}: tool call without a name: {raw!r}")
     args = call["arguments"] if "arguments" in call else call.get("parameters", {})
-    out = {"name": call["name"], "arguments": args}
-    if openai:
-        out = {"type": "function", "function": out}
+    out = {"type": "function", "function": {"name": call["name"], "arguments": args}}
     if "id" in call:
         out["id"] = call["id"]
     return out
 
 
-def _tool_calls(content: str, pattern: re.Pattern, index: int, openai: bool = False) -> tuple[str, list[dict]]:
+def _tool_calls(content: str, pattern: re.Pattern, index: int) -> tuple[str, list[dict]]:
     """Remove the tool-call blocks from ``content``; each block's group 1 is a JSON object or a
     JSON list of objects ``{"name", "arguments" | "parameters"[, "id"]}``."""
     calls = []
@@ -105,7 +105,7 @@ def _tool_calls(content: str, pattern: re.Pattern, index: int, openai: bool = Fa
         except json.JSONDecodeError as err:
             raise ValueError(f"message {index}: malformed tool-call JSON {m.group(1)!r}: {err}") from None
         for c in call if isinstance(call, list) else [call]:
-            calls.append(_one_call(c, m.group(1), index, openai))
+            calls.append(_one_call(c, m.group(1), index))
     return pattern.sub("", content), calls
 
 
@@ -117,7 +117,7 @@ def _split_reasoning(content: str, pattern: re.Pattern) -> tuple[str | None, str
 
 
 def _assistant_fields(msg: dict, spec_c, index: int) -> dict:
-    call_re, reason_re, openai = spec_c[2], spec_c[4], spec_c[7]
+    call_re, reason_re = spec_c[2], spec_c[4]
     content = msg["content"]
     if reason_re is not None:
         reasoning, content = _split_reasoning(content, reason_re)
@@ -129,7 +129,7 @@ def _assistant_fields(msg: dict, spec_c, index: int) -> dict:
             content = m.group(1)
             msg = {**msg, "content": content}
     if call_re is not None and call_re.search(content):
-        content, calls = _tool_calls(content, call_re, index, openai)
+        content, calls = _tool_calls(content, call_re, index)
         msg = {**msg, "content": content, "tool_calls": calls}
     return msg
 
@@ -209,7 +209,7 @@ BUILTIN_PARSERS = {
             ("tool", r"\[TOOL_RESULTS\](?P<content>.*?)(?:(?P<end>\[/TOOL_RESULTS\])|\Z)"),
             ("assistant", r"(?P<content>.*?)(?:(?P<end></s>)|(?=\[INST\]|\[TOOL_RESULTS\])|\Z)"),
         ),
-        stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",), openai_calls=True,
+        stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",),
     ),
     "gpt_oss": ParserSpec(  # harmony: reasoning on the analysis channel, the answer on the final one
         "gpt_oss", turns=(), stop=r"<\|return\|>|<\|end\|>|<\|call\|>",
@@ -301,7 +301,7 @@ def parse_response(text: str, spec: ParserSpec | None = None, stop: str | None =
     Example:
         >>> parse_response('<tool_call>{"name": "f", "arguments": {}}</tool_call><|im_end|>',
         ...                BUILTIN_PARSERS["qwen_reasoning"])
-        {'role': 'assistant', 'content': '', 'tool_calls': [{'name': 'f', 'arguments': {}}]}
+        {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'f', 'arguments': {}}}]}
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")

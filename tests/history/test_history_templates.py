@@ -170,7 +170,8 @@ _MARKERS = ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_
 _free_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30).filter(
     lambda s: not any(m in s for m in _MARKERS) and "<|im" not in s and "\n<" not in s)
 _args = st.dictionaries(st.text(max_size=6), st.one_of(st.integers(), st.text(max_size=8), st.booleans()), max_size=3)
-_tool_call = st.fixed_dictionaries({"name": st.from_regex(r"[a-z_]{1,10}", fullmatch=True), "arguments": _args})
+_tool_call = st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries(
+    {"name": st.from_regex(r"[a-z_]{1,10}", fullmatch=True), "arguments": _args})})  # the shape chats are fed in
 
 
 @st.composite

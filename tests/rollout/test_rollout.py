@@ -40,7 +40,8 @@ def test_multi_turn_tool_call_unicode_matches_full_tokenization(qwen):
     assert ro.prompt_ids()[0].tolist() == fresh_ids(qwen, ro.history.to_chats()[0], tools, gen=True)
     ro.add_response([responses[2], enc(qwen, "Bonjour!<|im_end|>")], logprobs=[lps[2], None])
     expected = START + [
-        {"role": "assistant", "content": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Zürich", "unit": "°C"}}]},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich", "unit": "°C"}}}]},
         TOOL, {"role": "assistant", "content": ANSWER[:-10]}, USER, {"role": "assistant", "content": LAST[:-10]}]
     chats = ro.history.to_chats()
     assert chats[0] == expected
@@ -79,7 +80,8 @@ def test_tool_call_json_the_template_rewrites_is_kept_and_reported(qwen):
     start = len(ro.prompt_ids()[0])
     odd = enc(qwen, '<tool_call>\n{"arguments": {"city": "Oslo"}, "name": "get_weather"}\n</tool_call><|im_end|>')
     ro.add_response([odd])
-    assert ro.history.to_chats()[0][-1]["tool_calls"] == [{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+    assert ro.history.to_chats()[0][-1]["tool_calls"] == [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]
     ro.add_messages([[{"role": "tool", "content": "rain"}]])
     ids = ro.prompt_ids()[0]
     assert torch.equal(ids[start:start + len(odd)], odd)  # the model's own key order, verbatim

@@ -13,7 +13,8 @@ nonempty = text.filter(bool)
 role_text = st.sampled_from(["user", "assistant", "system"])
 chatml_chats = st.lists(st.fixed_dictionaries({"role": role_text, "content": text}), min_size=1, max_size=6)
 args = st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.text(max_size=10), st.booleans()), max_size=3)
-tool_call = st.fixed_dictionaries({"name": st.from_regex(r"[a-z_]{1,10}", fullmatch=True), "arguments": args})
+tool_call = st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries(
+    {"name": st.from_regex(r"[a-z_]{1,10}", fullmatch=True), "arguments": args})})  # the shape chats are fed in
 
 
 @st.composite
@@ -119,7 +120,8 @@ def test_roundtrip_qwen3_reasoning_and_tools(chat):
 def test_parse_response_formats():
     hermes = parse_response('I will look.\n<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call><|im_end|>',
                             BUILTIN_PARSERS["qwen"])
-    assert hermes == {"role": "assistant", "content": "I will look.", "tool_calls": [{"name": "f", "arguments": {"a": 1}}]}
+    assert hermes == {"role": "assistant", "content": "I will look.",
+                      "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}
     think = parse_response("<think>\nhm\n</think>\n\nyes<|im_end|>", BUILTIN_PARSERS["qwen_reasoning"])
     assert think == {"role": "assistant", "content": "yes", "reasoning_content": "hm"}
     prompt_had_think = parse_response("hm</think>\n\nyes<|im_end|>", BUILTIN_PARSERS["qwen_reasoning"])
@@ -128,7 +130,7 @@ def test_parse_response_formats():
     assert mistral["tool_calls"] == [{"type": "function", "function": {"name": "g", "arguments": {}}, "id": "abcdefghi"}]
     assert mistral["content"] == ""
     llama = parse_response('{"name": "h", "parameters": {"x": "y"}}<|eot_id|>', BUILTIN_PARSERS["llama3"])
-    assert llama["tool_calls"] == [{"name": "h", "arguments": {"x": "y"}}]
+    assert llama["tool_calls"] == [{"type": "function", "function": {"name": "h", "arguments": {"x": "y"}}}]
     harmony = parse_response("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",
                              BUILTIN_PARSERS["gpt_oss"])
     assert harmony == {"role": "assistant", "content": "ok", "reasoning_content": "think"}
@@ -155,3 +157,30 @@ def test_parser_for_template_by_markers():
     assert family("google-gemma-2-2b-it") == "gemma"
     assert family("openai-gpt-oss-120b") == "gpt_oss"
     assert parser_for_template("{{ messages[0].content }}") is None
+
+
+_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+@pytest.mark.parametrize("template, generated", [
+    (get_chat_template("qwen"), '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call><|im_end|>'),
+    (QWEN3, '<think>\n\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call><|im_end|>'),
+    (get_chat_template("llama3"), '{"name": "get_weather", "parameters": {"city": "Zürich"}}<|eot_id|>'),
+    ((TEMPLATES / "meta-llama-Llama-3.1-8B-Instruct.jinja").read_text(encoding="utf-8"),
+     '{"name": "get_weather", "parameters": {"city": "Zürich"}}<|eot_id|>'),
+    ((TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text(encoding="utf-8"),
+     '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Zürich"}, "id": "abc123def"}]</s>'),
+], ids=["qwen", "qwen3", "llama3", "llama3.1", "mistral-nemo"])
+def test_parsed_tool_calls_have_the_input_shape_and_render_back_the_same(template, generated):
+    """A generated tool call, parsed, has the shape users feed in ({"type": "function", "function":
+    {...}}, with "id" where the template writes one) and renders back to the text the model wrote."""
+    chat = [{"role": "user", "content": "weather?"}]
+    specials = {"bos_token": "<s>", "eos_token": "</s>"}
+    prompt = render_chats([chat], template, add_generation_prompt=True, tools=_TOOLS, **specials)[0]
+    msg = parse_response(generated, parser_for_template(template))
+    call = msg["tool_calls"][0]
+    assert call["type"] == "function" and call["function"] == {"name": "get_weather", "arguments": {"city": "Zürich"}}
+    assert ("id" in call) == ("abc123def" in generated)
+    again = render_chats([chat + [msg]], template, tools=_TOOLS, **specials)[0]
+    assert again.startswith(prompt) and again[len(prompt):].startswith(generated)

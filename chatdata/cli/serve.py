@@ -1,0 +1,132 @@
+"""``chatdata serve``: the OpenAI-compatible token-in, token-out gateway (see ``docs/gateway.md``).
+
+Point an agent harness at it (``OPENAI_BASE_URL=http://127.0.0.1:8000/v1``); it forwards token
+ids to a vLLM or SGLang backend and records every session in ``--out``. It prints its URL when
+ready, and stores open sessions on SIGTERM or Ctrl-C.
+
+Example:
+    >>> main(["serve", "--backend", "http://127.0.0.1:8001", "--tokenizer", "tok/", "--out", "sessions/"])  # doctest: +SKIP
+    chatdata serve: ready at http://127.0.0.1:8000/v1 (backend http://127.0.0.1:8001/v1/completions, recording to sessions/)
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .common import CLIError, say
+
+HELP = "serve an OpenAI-compatible gateway that records every session as token data"
+EXAMPLE = """examples:
+  chatdata serve --backend http://127.0.0.1:8001 --tokenizer path/to/tokenizer --out sessions/
+  chatdata serve --backend http://127.0.0.1:30000/generate --tokenizer tok/ --out sessions/ --port 8010
+  OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_API_KEY=none my-agent ...   # then, in another shell
+  chatdata info sessions/"""
+
+
+def add_parser(sub):
+    import argparse
+
+    p = sub.add_parser("serve", help=HELP, description=HELP + " (token-in, token-out: see docs/gateway.md).",
+                       epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", required=True, metavar="URL",
+                   help="vLLM's server (http://host:port or .../v1) or SGLang's .../generate")
+    p.add_argument("--tokenizer", required=True, metavar="PATH", help="the folder of the policy's tokenizer")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--chat-template", metavar="FILE", help="a jinja chat template file (default: the tokenizer's)")
+    g.add_argument("--chat-template-name", metavar="NAME", help="a bundled template (chatdata templates list)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where sessions are stored (an earlier --out resumes)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--backend-api", choices=("auto", "vllm", "sglang"), default="auto",
+                   help="the backend's protocol (default: from the URL; .../generate is SGLang)")
+    p.add_argument("--model-name", help="the model name /v1/models lists (default: the tokenizer folder's name)")
+    p.add_argument("--backend-model", help="the 'model' field sent to vLLM (default: none, its served model)")
+    p.add_argument("--idle-timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="store a session unused this long (default 300)")
+    p.add_argument("--max-tokens", type=int, default=4096,
+                   help="generation limit when a request gives none and the backend does not tell its context")
+    p.add_argument("--no-fsync", action="store_true",
+                   help="do not fsync each request (a killed gateway still loses nothing; a power loss may)")
+    p.add_argument("--access-log", action="store_true", help="log every request to stderr")
+    p.set_defaults(func=run)
+    return p
+
+
+def _bind(host: str, port: int):
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise CLIError(f"cannot listen on {host}:{port}: {err.strerror} (another server there? try --port 0)") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(args) -> int:
+    try:
+        import httpx  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError as err:
+        raise CLIError(f"chatdata serve needs the serve extra ({err.name} is not installed): "
+                       'pip install "chatdata[serve]"') from None
+    from ..gateway import create_app
+    from ..gateway.store import SessionStore
+
+    template = None
+    if args.chat_template:
+        path = Path(args.chat_template)
+        if not path.is_file():
+            raise CLIError(f"--chat-template {path}: no such file")
+        template = path.read_text(encoding="utf-8")
+    if args.max_tokens < 1 or args.idle_timeout <= 0:
+        raise CLIError("--max-tokens and --idle-timeout must be positive")
+    try:
+        SessionStore(args.out).preflight()
+        app = create_app(args.backend, args.tokenizer, args.out, chat_template=template,
+                         chat_template_name=args.chat_template_name, backend_api=args.backend_api,
+                         model_name=args.model_name, backend_model=args.backend_model,
+                         idle_timeout=args.idle_timeout, durable=not args.no_fsync, default_max_tokens=args.max_tokens)
+    except (ValueError, OSError) as err:
+        raise CLIError(str(err)) from None
+    sock = _bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    gw = app.state.gateway
+    shown = f"[{host}]" if ":" in host else host
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            if self.started:
+                say(f"chatdata serve: ready at http://{shown}:{port}/v1 (backend {gw.backend.url}, recording to {args.out})")
+
+        @contextlib.contextmanager
+        def capture_signals(self):  # SIGTERM / Ctrl-C: shut down (storing sessions), then exit 0
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            old = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
+                            timeout_graceful_shutdown=30)
+    server = Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        print("chatdata serve: error: the gateway did not start (see the message above)", file=sys.stderr)
+        return 1
+    say(f"chatdata serve: stopped; sessions are in {args.out}")
+    return 0

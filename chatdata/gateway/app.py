@@ -1,0 +1,296 @@
+"""The ASGI app: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``,
+``POST /v1/sessions/{id}/close``, on Starlette.
+
+Each chat request is routed to a session branch (:mod:`chatdata.gateway.sessions`), only its
+new messages are rendered and tokenized, the prompt ids go to the backend
+(:mod:`chatdata.gateway.backends`), the sampled ids and logprobs are kept verbatim, the
+completed request is written to the session's log (:mod:`chatdata.gateway.journal`) and only
+then answered. Sessions are stored (:mod:`chatdata.gateway.store`) when closed, when idle for
+``idle_timeout`` seconds, and at shutdown (uvicorn's SIGTERM). A restart on the same ``out``
+resumes the sessions that were open.
+
+Example:
+    >>> from chatdata.data import load_sample_tokenizer
+    >>> import tempfile
+    >>> app = create_app("http://127.0.0.1:9", load_sample_tokenizer(), tempfile.mkdtemp() + "/out")
+    >>> sorted(r.path for r in app.routes)
+    ['/health', '/v1/chat/completions', '/v1/models', '/v1/sessions/{session_id}/close']
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .backends import Sampling, make_backend
+from .errors import GatewayError
+from .journal import read_journal
+from .requests import parse_chat_request
+from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
+from .sessions import SessionTable, openai_message
+from .store import SessionStore
+
+__all__ = ["Gateway", "create_app"]
+
+log = logging.getLogger("chatdata.gateway")
+
+
+def _load_tokenizer(tokenizer: Any) -> Any:
+    if isinstance(tokenizer, (str, Path)):
+        from transformers import AutoTokenizer
+
+        p = Path(tokenizer)
+        if not p.is_dir():
+            raise ValueError(f"--tokenizer {tokenizer}: no such folder (give the folder of a saved tokenizer)")
+        return AutoTokenizer.from_pretrained(str(p))
+    return tokenizer
+
+
+def _session_header(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value or len(value) > 256 or not value.isprintable():
+        raise GatewayError(400, "the X-Session-Id header must be 1 to 256 printable characters", param="X-Session-Id")
+    return value
+
+
+class Gateway:
+    """The gateway's state: tokenizer and template, backend, open sessions, output folder.
+
+    Args: as :func:`create_app`.
+    """
+
+    def __init__(self, backend: str, tokenizer: Any, out, chat_template: str | None = None,
+                 chat_template_name: str | None = None, backend_api: str = "auto", model_name: str | None = None,
+                 backend_model: str | None = None, idle_timeout: float = 300.0, durable: bool = True,
+                 default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0) -> None:
+        from ..rollout import template_facts
+        from ..templates import resolve_chat_template
+
+        self.tokenizer = _load_tokenizer(tokenizer)
+        self.template = resolve_chat_template(self.tokenizer, chat_template, chat_template_name, None)
+        kwargs = dict(template_kwargs or {})
+        facts = template_facts(self.template, tokenizer=self.tokenizer, **kwargs)
+        eot_id = self.tokenizer.convert_tokens_to_ids(facts.eot) if facts.eot else None
+        unk = getattr(self.tokenizer, "unk_token_id", None)
+        self.stop_token_ids = (eot_id,) if isinstance(eot_id, int) and eot_id != unk else ()
+        self.model_name = model_name or (Path(str(tokenizer)).name if isinstance(tokenizer, (str, Path))
+                                         else getattr(self.tokenizer, "name_or_path", "") or "chatdata")
+        self.backend = make_backend(backend, backend_api, backend_model, timeout)
+        self.store = SessionStore(out, durable)
+        self.table = SessionTable(self.tokenizer, self.template, self.store.journal_dir, durable, kwargs)
+        self.idle_timeout = idle_timeout
+        self.default_max_tokens = default_max_tokens
+        self._context: int | None | bool = False  # False: not asked yet
+        self._idle_task: asyncio.Task | None = None
+        self._commit_lock: asyncio.Lock | None = None
+        self.started = time.time()
+
+    # -- life ---------------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        """Open the output folder, resume its open sessions, start the idle committer."""
+        self._commit_lock = asyncio.Lock()
+        pending = await asyncio.to_thread(self.store.open)
+        stale = []
+        for path in pending:
+            try:
+                head, records, _ = read_journal(path)
+                self.table.resume(path, head, records)
+            except (ValueError, RuntimeError, KeyError, TypeError) as err:
+                log.warning("chatdata serve: session log %s cannot be resumed (%s); storing it as it is", path, err)
+                stale.append(path)
+        if stale:
+            await asyncio.to_thread(self.store.commit, stale)
+        await self.backend.start()
+        self._idle_task = asyncio.create_task(self._idle_loop())
+
+    async def shutdown(self) -> None:
+        """Store every open session, release the folder."""
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_task
+        try:
+            await self.commit(list(self.table.sessions.values()))
+        finally:
+            self.store.close()
+            await self.backend.aclose()
+
+    async def _idle_loop(self) -> None:
+        tick = max(0.05, min(self.idle_timeout / 4, 5.0))
+        while True:
+            await asyncio.sleep(tick)
+            idle = self.table.idle(self.idle_timeout)
+            if idle:
+                try:
+                    await self.commit(idle)
+                except Exception:  # noqa: BLE001 - logged; the logs stay for the next start
+                    log.exception("chatdata serve: storing idle sessions failed (their logs are kept)")
+
+    async def commit(self, sessions: list) -> str | None:
+        """Store ``sessions`` now (they leave the table at once; requests in flight finish first)."""
+        if not sessions:
+            return None
+        for s in sessions:
+            self.table.remove(s)
+        while any(s.inflight for s in sessions):
+            await asyncio.sleep(0.005)
+        async with self._commit_lock:
+            return await asyncio.to_thread(self.store.commit, [s.journal.path for s in sessions])
+
+    # -- requests -------------------------------------------------------------------------------------
+    async def _max_tokens(self, asked: int | None, prompt_len: int) -> int:
+        if self._context is False:
+            self._context = await self.backend.context_length()
+        if self._context:
+            room = self._context - prompt_len
+            if room <= 0:
+                raise GatewayError(400, f"the conversation is {prompt_len} tokens, and the backend's context is "
+                                        f"{self._context}: nothing is left to generate", param="messages",
+                                   code="context_length_exceeded")
+            return min(asked, room) if asked else room
+        return asked or self.default_max_tokens
+
+    async def chat(self, raw: bytes, session_header: str | None) -> tuple[dict, dict, Any]:
+        """Serve one chat request: returns (response body pieces, headers, request)."""
+        req = parse_chat_request(raw)
+        sid = _session_header(session_header)
+        plan = self.table.prepare(self.table.route(req, sid), req)
+        counted = plan.session
+        if counted is not None:
+            counted.inflight += 1
+        generated = False
+        try:
+            prompt = plan.full
+            sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
+                                temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
+                                stop_token_ids=self.stop_token_ids, seed=req.seed,
+                                presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
+            gen = await self.backend.generate(prompt, sampling)
+            msg, record = self.table.complete(plan, gen.ids, gen.logprobs, gen.finish_reason)
+            generated = True
+            s = self.table.session_for(plan)
+            if counted is None:
+                s.inflight += 1
+                counted = s
+            number = self.table.number(plan)
+            record["b"] = number
+            try:
+                if s.journal.durable:  # fsync off the event loop
+                    await asyncio.to_thread(s.journal.append, record)
+                else:
+                    s.journal.append(record)
+            except BaseException:  # not logged: the branch holds a turn the log lacks, so the session
+                self.table.remove(s)  # leaves routing (its log, whole up to here, is stored as it is)
+                raise
+            sent = openai_message(msg)
+            self.table.publish(plan, number, msg, sent)
+        finally:
+            if not generated:
+                self.table.abort(plan)  # nothing was sampled or kept: the branch is as it was
+            if counted is not None:
+                counted.inflight -= 1
+        finish = finish_reason(msg, gen.finish_reason)
+        lps = None
+        if req.logprobs:
+            lps = chat_logprobs([self.tokenizer.decode([i], skip_special_tokens=False) for i in gen.ids], gen.logprobs)
+        pieces = {"cid": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
+                  "model": req.model or self.model_name, "message": sent, "finish": finish,
+                  "counts": (len(prompt), len(gen.ids)), "logprobs": lps}
+        headers = {"X-Session-Id": s.id, "X-Chatdata-Branch": str(number)}
+        return pieces, headers, req
+
+
+def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = None,
+               chat_template_name: str | None = None, backend_api: str = "auto", model_name: str | None = None,
+               backend_model: str | None = None, idle_timeout: float = 300.0, durable: bool = True,
+               default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0):
+    """The gateway as an ASGI app (Starlette); run it with uvicorn.
+
+    Args:
+        backend: the backend's URL (vLLM's server root or ``/v1``, or SGLang's ``/generate``).
+        tokenizer: the policy's tokenizer, or the folder it is saved in.
+        out: the output folder (created; an earlier gateway's folder is resumed).
+        chat_template / chat_template_name: the template source or a registered name (default:
+            the tokenizer's own).
+        backend_api: ``"vllm"``, ``"sglang"`` or ``"auto"`` (from the URL).
+        model_name: the name ``/v1/models`` lists (default: the tokenizer folder's name).
+        backend_model: the ``model`` field sent to vLLM (default: none, its only model).
+        idle_timeout: seconds after which an unused session is stored.
+        durable: fsync logs and shards (a stored request survives a power loss, not only a kill).
+        default_max_tokens: the generation limit when the request gives none and the backend
+            does not tell its context length.
+        template_kwargs: template variables for every request (``enable_thinking=False``, ...).
+        timeout: seconds to wait for the backend.
+    """
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    gw = Gateway(backend, tokenizer, out, chat_template, chat_template_name, backend_api, model_name, backend_model,
+                 idle_timeout, durable, default_max_tokens, template_kwargs, timeout)
+
+    async def chat(request):
+        pieces, headers, req = await gw.chat(await request.body(), request.headers.get("x-session-id"))
+        if req.stream:
+            chunks = sse_chunks(pieces["cid"], pieces["created"], pieces["model"], pieces["message"], pieces["finish"],
+                                pieces["counts"], req.include_usage, pieces["logprobs"])
+            return StreamingResponse(iter(list(chunks)), media_type="text/event-stream", headers=headers)
+        body = completion_body(pieces["cid"], pieces["created"], pieces["model"], pieces["message"], pieces["finish"],
+                               pieces["counts"], pieces["logprobs"])
+        return JSONResponse(body, headers=headers)
+
+    async def models(request):
+        return JSONResponse({"object": "list", "data": [{"id": gw.model_name, "object": "model",
+                                                         "created": int(gw.started), "owned_by": "chatdata"}]})
+
+    async def health(request):
+        return JSONResponse({"status": "ok", "open_sessions": len(gw.table.sessions)})
+
+    async def close(request):
+        sid = request.path_params["session_id"]
+        s = gw.table.sessions.get(sid)
+        if s is None:
+            raise GatewayError(404, f"no open session {sid!r} (it may be stored already, or never started)",
+                               type="not_found_error", param="session_id")
+        n = sum(b is not None for b in s.branches)
+        shard = await gw.commit([s])
+        return JSONResponse({"id": sid, "object": "session", "closed": True, "branches": n, "shard": shard})
+
+    async def on_gateway_error(request, exc: GatewayError):
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    async def on_http_error(request, exc: HTTPException):
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        body = {"error": {"message": f"{exc.detail}: {request.method} {request.url.path}", "type": kind,
+                          "param": None, "code": None}}
+        return JSONResponse(body, status_code=exc.status_code)
+
+    async def on_error(request, exc: Exception):
+        log.exception("chatdata serve: internal error on %s %s", request.method, request.url.path)
+        body = {"error": {"message": f"internal error in the gateway: {type(exc).__name__}: {exc}",
+                          "type": "server_error", "param": None, "code": None}}
+        return JSONResponse(body, status_code=500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        await gw.startup()
+        try:
+            yield
+        finally:
+            await gw.shutdown()
+
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/sessions/{session_id}/close", close, methods=["POST"]),
+    ], exception_handlers={GatewayError: on_gateway_error, HTTPException: on_http_error, Exception: on_error},
+        lifespan=lifespan)
+    app.state.gateway = gw
+    return app

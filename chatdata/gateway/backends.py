@@ -1,0 +1,251 @@
+"""Token-in, token-out backends: vLLM's ``/v1/completions`` and SGLang's ``/generate``.
+
+Both take the prompt as token ids and answer with the ids they sampled, one logprob per id and
+a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gateway.md``):
+
+* **vLLM** ``POST {url}/v1/completions`` with ``prompt`` (a list of ids), ``return_token_ids:
+  true`` and ``logprobs: 0``; read ``choices[0].token_ids`` (the sampled ids, the stop token
+  included), ``choices[0].logprobs.token_logprobs`` and ``choices[0].finish_reason``
+  (``"stop"`` or ``"length"``); ``prompt_token_ids``, when answered, must be the prompt sent.
+  vLLM's default ``max_tokens`` is 16, so it is always sent.
+* **SGLang** ``POST {url}/generate`` with ``input_ids``, ``sampling_params`` (``max_new_tokens``,
+  ``temperature``, ``top_p``, ``stop``, ``stop_token_ids``, ``sampling_seed``) and
+  ``return_logprob: true``; read ``output_ids``, ``meta_info.output_token_logprobs`` (one
+  ``[logprob, token_id, text]`` per sampled id) and ``meta_info.finish_reason.type``.
+
+A connection the backend closed as it was reused is tried once more (nothing was answered on
+it). A backend that is down, times out or answers something else raises a 502
+:class:`~chatdata.gateway.errors.GatewayError`; a 4xx from it (a prompt longer than its
+context) is passed on as a 400 with its message.
+
+Example:
+    >>> b = make_backend("http://127.0.0.1:8000", "auto")
+    >>> type(b).__name__, b.url
+    ('VLLMBackend', 'http://127.0.0.1:8000/v1/completions')
+    >>> make_backend("http://127.0.0.1:30000/generate", "auto").url
+    'http://127.0.0.1:30000/generate'
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import GatewayError
+
+__all__ = ["Generation", "Sampling", "VLLMBackend", "SGLangBackend", "make_backend"]
+
+
+@dataclass
+class Sampling:
+    """What the client asked for, in the backend's terms."""
+
+    max_tokens: int
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+
+@dataclass
+class Generation:
+    """What a backend sampled: ids, one logprob each, and why it stopped."""
+
+    ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" or "length"
+
+
+def _garbage(api: str, what: str) -> GatewayError:
+    return GatewayError(502, f"the backend ({api}) answered something the gateway cannot use: {what}",
+                        type="backend_error")
+
+
+def _check(api: str, ids: Any, logprobs: Any, finish: Any) -> Generation:
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                       for i in ids):
+        raise _garbage(api, f"the sampled ids must be a non-empty list of token ids, got {ids!r:.200}")
+    if not isinstance(logprobs, list) or len(logprobs) != len(ids):
+        raise _garbage(api, f"expected {len(ids)} logprobs (one per sampled id), got {logprobs!r:.200}")
+    lps = []
+    for v in logprobs:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v > 1e-3:
+            raise _garbage(api, f"a logprob must be a number <= 0, got {v!r}")
+        lps.append(float(v))
+    if finish not in ("stop", "length"):
+        raise _garbage(api, f"finish reason {finish!r} (expected 'stop' or 'length')")
+    return Generation(ids, lps, finish)
+
+
+class _HTTPBackend:
+    api = ""
+
+    def __init__(self, url: str, model: str | None = None, timeout: float = 600.0) -> None:
+        self.url = url
+        self.model = model
+        self.timeout = timeout
+        self._client = None
+
+    async def start(self) -> None:
+        import httpx
+
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=10.0),
+                                         limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _post(self, payload: dict) -> dict:
+        import httpx
+
+        if self._client is None:
+            await self.start()
+        body = json.dumps(payload)
+        try:
+            try:
+                resp = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                # a kept-alive connection the server closed as it was reused: nothing was answered, ask once more
+                resp = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
+        except httpx.TimeoutException:
+            raise GatewayError(502, f"the backend at {self.url} did not answer within {self.timeout:g} s",
+                               type="backend_error") from None
+        except httpx.HTTPError as err:
+            raise GatewayError(502, f"cannot reach the backend at {self.url}: {type(err).__name__}: {err}",
+                               type="backend_error") from None
+        if 400 <= resp.status_code < 500:
+            raise GatewayError(400, f"the backend refused the request ({resp.status_code}): {_message(resp.text)}",
+                               type="backend_error")
+        if resp.status_code != 200:
+            raise GatewayError(502, f"the backend answered HTTP {resp.status_code}: {_message(resp.text)}",
+                               type="backend_error")
+        try:
+            body = resp.json()
+        except ValueError:
+            raise _garbage(self.api, f"not JSON: {resp.text[:200]!r}") from None
+        if not isinstance(body, dict):
+            raise _garbage(self.api, f"not a JSON object: {resp.text[:200]!r}")
+        return body
+
+    async def context_length(self) -> int | None:
+        """The backend's context length when it says (vLLM's ``/v1/models`` ``max_model_len``)."""
+        return None
+
+
+def _message(text: str) -> str:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text[:500]
+    err = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return err["message"][:500]
+    return text[:500]
+
+
+class VLLMBackend(_HTTPBackend):
+    """vLLM's OpenAI-compatible completions with token-id prompts (see the module docstring)."""
+
+    api = "vLLM /v1/completions"
+
+    def payload(self, prompt: list[int], s: Sampling) -> dict:
+        p: dict = {"prompt": prompt, "max_tokens": s.max_tokens, "logprobs": 0, "return_token_ids": True}
+        if self.model:
+            p["model"] = self.model
+        for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"):
+            if getattr(s, key) is not None:
+                p[key] = getattr(s, key)
+        if s.stop:
+            p["stop"] = list(s.stop)
+        if s.stop_token_ids:
+            p["stop_token_ids"] = list(s.stop_token_ids)
+        return p
+
+    async def generate(self, prompt: list[int], s: Sampling) -> Generation:
+        body = await self._post(self.payload(prompt, s))
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _garbage(self.api, f"no choices in {json.dumps(body)[:200]}")
+        c = choices[0]
+        if "token_ids" not in c or c["token_ids"] is None:
+            raise _garbage(self.api, "no 'token_ids' in the choice: the backend must be vLLM >= 0.10.2 "
+                                     "(it returns the sampled ids when asked with return_token_ids)")
+        echoed = c.get("prompt_token_ids")
+        if echoed is not None and echoed != prompt:
+            raise _garbage(self.api, "the prompt_token_ids it answered with are not the prompt it was sent")
+        lp = c.get("logprobs")
+        lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
+        return _check(self.api, c["token_ids"], lps, c.get("finish_reason"))
+
+    async def context_length(self) -> int | None:
+        if self._client is None:
+            await self.start()
+        base = self.url[: -len("/v1/completions")]
+        try:
+            resp = await self._client.get(base + "/v1/models", timeout=10.0)
+            data = resp.json().get("data") or []
+            value = data[0].get("max_model_len") if data and isinstance(data[0], dict) else None
+        except Exception:  # noqa: BLE001 - optional information: any failure means "unknown"
+            return None
+        return value if isinstance(value, int) and value > 0 else None
+
+
+class SGLangBackend(_HTTPBackend):
+    """SGLang's native ``/generate`` with ``input_ids`` (see the module docstring)."""
+
+    api = "SGLang /generate"
+
+    def payload(self, prompt: list[int], s: Sampling) -> dict:
+        sp: dict = {"max_new_tokens": s.max_tokens}
+        for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
+            if getattr(s, key) is not None:
+                sp[key] = getattr(s, key)
+        if s.seed is not None:
+            sp["sampling_seed"] = s.seed
+        if s.stop:
+            sp["stop"] = list(s.stop)
+        if s.stop_token_ids:
+            sp["stop_token_ids"] = list(s.stop_token_ids)
+        return {"input_ids": prompt, "sampling_params": sp, "return_logprob": True, "stream": False}
+
+    async def generate(self, prompt: list[int], s: Sampling) -> Generation:
+        body = await self._post(self.payload(prompt, s))
+        meta = body.get("meta_info")
+        if not isinstance(meta, dict):
+            raise _garbage(self.api, f"no meta_info in {json.dumps(body)[:200]}")
+        pairs = meta.get("output_token_logprobs")
+        if not isinstance(pairs, list) or not all(isinstance(p, (list, tuple)) and len(p) >= 2 for p in pairs):
+            raise _garbage(self.api, "meta_info.output_token_logprobs must list [logprob, token_id, ...] per sampled id "
+                                     "(ask with return_logprob: true)")
+        ids = body.get("output_ids")
+        if ids is None:
+            ids = [p[1] for p in pairs]
+        elif [p[1] for p in pairs] != ids:
+            raise _garbage(self.api, "output_ids and the ids of output_token_logprobs differ")
+        finish = meta.get("finish_reason")
+        kind = finish.get("type") if isinstance(finish, dict) else finish
+        if kind == "abort":
+            raise GatewayError(502, f"the backend aborted the request: {finish.get('message')}", type="backend_error")
+        return _check(self.api, ids, [p[0] for p in pairs], kind)
+
+
+def make_backend(url: str, api: str = "auto", model: str | None = None, timeout: float = 600.0):
+    """A backend client for ``url``: ``api`` is ``"vllm"``, ``"sglang"`` or ``"auto"`` (a URL
+    ending in ``/generate`` is SGLang, anything else vLLM; ``/v1`` and ``/v1/completions`` may
+    be given or left out)."""
+    url = url.rstrip("/")
+    if api == "auto":
+        api = "sglang" if url.endswith("/generate") else "vllm"
+    if api == "sglang":
+        return SGLangBackend(url if url.endswith("/generate") else url + "/generate", model, timeout)
+    if api == "vllm":
+        if url.endswith("/v1/completions"):
+            return VLLMBackend(url, model, timeout)
+        return VLLMBackend((url[:-3] if url.endswith("/v1") else url) + "/v1/completions", model, timeout)
+    raise ValueError(f"backend api must be 'vllm', 'sglang' or 'auto', got {api!r}")

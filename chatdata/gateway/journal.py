@@ -1,0 +1,168 @@
+"""The write-ahead log of one open session: one JSON line per completed request.
+
+A session's file ``OUT/journal/<uid>.jsonl`` starts with a header line (the session id) and
+gets one line per completed request *before* the answer is sent, written with ``O_APPEND`` and
+(``durable=True``) fsynced. The log alone rebuilds every branch of the session exactly
+(:func:`branches_from_journal`): it holds the ids sent (the prompt past what the branch
+already had), the ids sampled, their logprobs, the new messages and the parsed answer. When
+the session is stored, a ``{"committed": shard}`` line names the shard that holds it; then the
+file is removed. A line torn by a kill (no newline at its end) was never answered and is
+skipped.
+
+Record fields: ``b`` (branch), ``parent`` (``[branch, n_messages]`` for a branch's first turn
+when it forks another, else null), ``shared`` (ids the branch takes from its parent), ``messages``
+(the non-generated messages added), ``prompt`` (the prompt ids past what the branch held),
+``ids`` / ``logprobs`` (sampled), ``message`` (the stored assistant message), ``finish``.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> j = Journal.create(pathlib.Path(tempfile.mkdtemp()), "s1", durable=False)
+    >>> j.append({"b": 0, "parent": None, "shared": 0, "messages": [{"role": "user", "content": "hi"}],
+    ...           "prompt": [1, 2], "ids": [3], "logprobs": [-0.5], "message": {"role": "assistant", "content": "x"},
+    ...           "finish": "stop"})
+    >>> head, records, committed = read_journal(j.path)
+    >>> head["session_id"], len(records), committed
+    ('s1', 1, None)
+    >>> b = branches_from_journal(records)[0]
+    >>> b.ids, b.mask, b.messages[-1]["content"]
+    ([1, 2, 3], [0, 0, 1], 'x')
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Journal", "read_journal", "branches_from_journal", "StoredBranch"]
+
+HEADER = "chatdata-gateway-journal"
+
+
+class Journal:
+    """Appends records to one session's log file (see the module docstring)."""
+
+    __slots__ = ("path", "session_id", "uid", "durable", "_header", "_lock")
+
+    def __init__(self, path: Path, session_id: str, uid: str, durable: bool) -> None:
+        self.path, self.session_id, self.uid, self.durable = path, session_id, uid, durable
+        self._header: dict | None = None  # a new log's header, written with its first record
+        self._lock = threading.Lock()  # appends come from worker threads: one at a time, header first
+
+    @classmethod
+    def create(cls, folder: Path, session_id: str, durable: bool = True) -> "Journal":
+        """A new log (nothing is written before its first record)."""
+        uid = uuid.uuid4().hex
+        j = cls(Path(folder) / f"{uid}.jsonl", session_id, uid, durable)
+        j._header = {"journal": HEADER, "version": 1, "session_id": session_id, "uid": uid, "created": time.time()}
+        return j
+
+    def _write(self, obj: dict) -> None:
+        line = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_locked(line)
+
+    def _write_locked(self, line: bytes) -> None:
+        if self._header is not None:  # one write (and one fsync) for the header and the first record
+            line = (json.dumps(self._header, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8") + line
+            self._header = None
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def append(self, record: dict) -> None:
+        """Write one completed request (returns once it is in the file; fsynced when durable)."""
+        self._write(record)
+
+    def mark_committed(self, shard: str) -> None:
+        """Say that shard ``shard`` holds this session (before the manifests name it)."""
+        self._write({"committed": shard})
+
+
+def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
+    """``(header, records, committed shard or None)`` of a log file; a torn last line is
+    skipped, any other bad line raises ValueError naming the file and line."""
+    raw = Path(path).read_bytes()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        lines.pop()  # no newline at the end: a write cut by a kill, never answered
+    if not lines:
+        raise ValueError(f"{path}: an empty session log (no header line)")
+    out: list[dict] = []
+    committed = None
+    for n, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line)
+        except ValueError as err:
+            raise ValueError(f"{path}:{n}: not a JSON line ({err})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{n}: not a JSON object")
+        out.append(obj)
+    head = out[0]
+    if head.get("journal") != HEADER or not isinstance(head.get("session_id"), str):
+        raise ValueError(f"{path}: not a chatdata gateway session log (bad header line)")
+    records = []
+    for obj in out[1:]:
+        if "committed" in obj:
+            committed = obj["committed"]
+        else:
+            records.append(obj)
+    return head, records, committed
+
+
+@dataclass
+class StoredBranch:
+    """One branch rebuilt from a log: what a stored record holds."""
+
+    branch: int
+    parent: int | None = None
+    fork_message: int = -1  # messages taken from the parent
+    shared: int = 0  # ids taken from the parent (at least; the stored position is the common prefix)
+    messages: list = field(default_factory=list)
+    ids: list = field(default_factory=list)
+    mask: list = field(default_factory=list)
+    logprobs: list = field(default_factory=list)
+    turns: int = 0
+    truncated: int = 0
+
+
+def branches_from_journal(records: list[dict]) -> list[StoredBranch]:
+    """Every branch of a session, rebuilt from its records (parents before forks, as written)."""
+    branches: dict[int, StoredBranch] = {}
+    for n, r in enumerate(records):
+        b = r.get("b")
+        if not isinstance(b, int) or isinstance(b, bool) or b < 0:
+            raise ValueError(f"record {n}: bad branch number {b!r}")
+        if b not in branches:  # numbers are taken in request order, logged in completion order
+            sb = StoredBranch(b)
+            parent = r.get("parent")
+            if parent is not None:
+                pb, k = parent
+                if pb not in branches:
+                    raise ValueError(f"record {n}: branch {b} forks branch {pb}, which no earlier record holds")
+                p = branches[pb]
+                sb.parent, sb.fork_message, sb.shared = pb, k, int(r.get("shared", 0))
+                sb.messages = list(p.messages[:k])
+                sb.ids, sb.mask, sb.logprobs = p.ids[:sb.shared], p.mask[:sb.shared], p.logprobs[:sb.shared]
+            branches[b] = sb
+        sb = branches[b]
+        prompt, ids = r["prompt"], r["ids"]
+        sb.messages += r.get("messages", [])
+        sb.messages.append(r["message"])
+        sb.ids += prompt + ids  # own lists (slices of the parent's when forked): O(new ids)
+        sb.mask += [0] * len(prompt) + [1] * len(ids)
+        sb.logprobs += [0.0] * len(prompt) + list(r["logprobs"])
+        sb.turns += 1
+        sb.truncated += r.get("finish") == "length"
+    return [branches[b] for b in sorted(branches)]

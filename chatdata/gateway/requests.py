@@ -1,0 +1,283 @@
+"""Chat-completion requests: the OpenAI fields, checked, and messages made ready to render.
+
+:func:`parse_chat_request` takes the raw body and returns a :class:`ChatRequest`, or raises a
+:class:`~chatdata.gateway.errors.GatewayError` (400) naming the field to fix. Messages are
+checked one by one (:func:`normalize_message`) only where the session has not seen them: a
+message equal to one already stored is not parsed again, so a request costs O(its new
+messages), not O(the whole chat).
+
+Normalising follows what inference servers do before rendering: text content parts are
+joined into one string, a ``developer`` message is a ``system`` one, tool-call ``arguments``
+given as a JSON string become the object they encode (templates write them with ``tojson``).
+
+Example:
+    >>> req = parse_chat_request(b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}')
+    >>> req.max_tokens, req.stream, req.raw_messages[0]["content"]
+    (5, False, 'hi')
+    >>> normalize_message({"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}, 0)
+    {'role': 'system', 'content': 'Be brief.'}
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import GatewayError
+
+__all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key"]
+
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class ChatRequest:
+    """One checked ``POST /v1/chat/completions`` body."""
+
+    raw_messages: list  # as sent (dicts); normalised lazily by the session table
+    model: str | None = None
+    tools: list | None = None
+    tool_choice: Any = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: bool = False
+    template_kwargs: dict = field(default_factory=dict)
+
+    @property
+    def engine_key(self) -> str:
+        """What the rendering depends on besides the messages (tools, template variables)."""
+        return json.dumps([self.tools, self.template_kwargs], sort_keys=True, ensure_ascii=False)
+
+
+def _bad(message: str, param: str | None) -> GatewayError:
+    return GatewayError(400, message, param=param)
+
+
+def _number(body: dict, name: str, lo: float, hi: float) -> float | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _bad(f"'{name}' must be a number, got {type(v).__name__} {v!r}", name)
+    if not lo <= v <= hi:
+        raise _bad(f"'{name}' must be between {lo} and {hi}, got {v}", name)
+    return float(v)
+
+
+def _integer(body: dict, name: str, lo: int | None = None) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _bad(f"'{name}' must be an integer, got {type(v).__name__} {v!r}", name)
+    if lo is not None and v < lo:
+        raise _bad(f"'{name}' must be >= {lo}, got {v}", name)
+    return v
+
+
+def _flag(body: dict, name: str) -> bool:
+    v = body.get(name)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise _bad(f"'{name}' must be true or false, got {v!r}", name)
+    return v
+
+
+def _tools(body: dict) -> list | None:
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise _bad(f"'tools' must be a list of {{\"type\": \"function\", \"function\": {{...}}}}, got {type(tools).__name__}",
+                   "tools")
+    for i, t in enumerate(tools):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or t.get("type", "function") != "function" or not isinstance(fn.get("name"), str):
+            raise _bad(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": str, ...}}}}, got {t!r}",
+                       f"tools[{i}]")
+    return tools or None
+
+
+def _tool_choice(body: dict) -> Any:
+    v = body.get("tool_choice")
+    if v is None or v in ("none", "auto", "required"):
+        return v
+    fn = v.get("function") if isinstance(v, dict) else None
+    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+        return v
+    raise _bad(f"'tool_choice' must be \"none\", \"auto\", \"required\" or {{\"type\": \"function\", \"function\": "
+               f"{{\"name\": ...}}}}, got {v!r}", "tool_choice")
+
+
+def _stop(body: dict) -> list[str]:
+    v = body.get("stop")
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(s, str) and s for s in v):
+        return list(v)
+    raise _bad(f"'stop' must be a string or a list of non-empty strings, got {v!r}", "stop")
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    """Check a request body (JSON bytes) and return a :class:`ChatRequest`.
+
+    Example:
+        >>> parse_chat_request(b'{"messages": []}')
+        Traceback (most recent call last):
+        ...
+        chatdata.gateway.errors.GatewayError: 'messages' must be a non-empty list of message objects
+    """
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise _bad(f"the request body is not valid JSON: {err}", None) from None
+    if not isinstance(body, dict):
+        raise _bad(f"the request body must be a JSON object, got {type(body).__name__}", None)
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise _bad("'messages' must be a non-empty list of message objects", "messages")
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise _bad(f"messages[{i}] must be an object with a string 'role', got {m!r:.200}", f"messages[{i}]")
+    n = _integer(body, "n", 1)
+    if n not in (None, 1):
+        raise _bad(f"'n' must be 1 (one choice per request), got {n}", "n")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _bad(f"'model' must be a string, got {model!r}", "model")
+    max_tokens = _integer(body, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _integer(body, "max_tokens", 1)
+    opts = body.get("stream_options")
+    if opts is not None and not (isinstance(opts, dict) and isinstance(opts.get("include_usage", False), bool)):
+        raise _bad(f"'stream_options' must be an object like {{\"include_usage\": true}}, got {opts!r}", "stream_options")
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise _bad(f"'chat_template_kwargs' must be an object, got {kwargs!r}", "chat_template_kwargs")
+    if kwargs and not set(kwargs).isdisjoint({"messages", "tools", "add_generation_prompt"}):
+        raise _bad("'chat_template_kwargs' may not set messages, tools or add_generation_prompt", "chat_template_kwargs")
+    seed = _integer(body, "seed")
+    return ChatRequest(
+        raw_messages=msgs, model=model, tools=_tools(body), tool_choice=_tool_choice(body),
+        temperature=_number(body, "temperature", 0.0, 2.0), top_p=_number(body, "top_p", 0.0, 1.0),
+        max_tokens=max_tokens, stop=_stop(body), seed=seed,
+        presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
+        frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
+        stream=_flag(body, "stream"), include_usage=bool(opts and opts.get("include_usage")),
+        logprobs=_flag(body, "logprobs"), template_kwargs=dict(kwargs or {}),
+    )
+
+
+# -- messages -------------------------------------------------------------------------------
+def _text(content: Any, where: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for j, p in enumerate(content):
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            else:
+                kind = p.get("type") if isinstance(p, dict) else type(p).__name__
+                raise _bad(f"{where}.content[{j}]: only text parts are supported, got {kind!r}", f"{where}.content")
+        return "".join(parts)
+    raise _bad(f"{where}.content must be a string, a list of text parts or null, got {type(content).__name__}",
+               f"{where}.content")
+
+
+def _arguments(args: Any, where: str) -> Any:
+    if isinstance(args, str):
+        try:
+            value = json.loads(args)
+        except ValueError:
+            return args  # not JSON: the template writes the string as it is
+        return value if isinstance(value, dict) else args
+    if isinstance(args, dict):
+        return args
+    raise _bad(f"{where}.arguments must be a JSON string or an object, got {type(args).__name__}", where)
+
+
+def _calls(calls: Any, where: str) -> list[dict]:
+    if not isinstance(calls, list):
+        raise _bad(f"{where}.tool_calls must be a list, got {type(calls).__name__}", f"{where}.tool_calls")
+    out = []
+    for j, c in enumerate(calls):
+        w = f"{where}.tool_calls[{j}]"
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise _bad(f"{w} must be {{\"type\": \"function\", \"function\": {{\"name\": str, \"arguments\": ...}}}}, "
+                       f"got {c!r:.200}", w)
+        call = {"type": "function", "function": {"name": fn["name"], "arguments": _arguments(fn.get("arguments", {}), w)}}
+        if c.get("id") is not None:
+            if not isinstance(c["id"], str):
+                raise _bad(f"{w}.id must be a string, got {c['id']!r}", w)
+            call["id"] = c["id"]
+        out.append(call)
+    return out
+
+
+def normalize_message(m: dict, i: int) -> dict:
+    """One message made ready for the template (see the module docstring); raises a 400
+    :class:`GatewayError` naming ``messages[i]`` when it is malformed.
+
+    Example:
+        >>> normalize_message({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+        ...     "function": {"name": "f", "arguments": '{"x": 1}'}}]}, 1)["tool_calls"]
+        [{'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}, 'id': 'c1'}]
+    """
+    where = f"messages[{i}]"
+    role = m.get("role")
+    if role == "developer":
+        role = "system"
+    if role not in _ROLES:
+        raise _bad(f"{where}.role must be one of system, developer, user, assistant, tool; got {role!r}", f"{where}.role")
+    content = _text(m.get("content"), where)
+    out: dict = {"role": role, "content": content if content is not None else ""}
+    if role == "assistant":
+        if m.get("tool_calls") is not None:
+            calls = _calls(m["tool_calls"], where)
+            if calls:
+                out["tool_calls"] = calls
+        reasoning = m.get("reasoning_content", m.get("reasoning"))
+        if reasoning is not None:
+            if not isinstance(reasoning, str):
+                raise _bad(f"{where}.reasoning_content must be a string", f"{where}.reasoning_content")
+            out["reasoning_content"] = reasoning
+    elif content is None:
+        raise _bad(f"{where}: a {role} message needs 'content'", f"{where}.content")
+    for key in ("name", "tool_call_id"):
+        v = m.get(key)
+        if v is not None:
+            if not isinstance(v, str):
+                raise _bad(f"{where}.{key} must be a string, got {v!r}", f"{where}.{key}")
+            out[key] = v
+    return out
+
+
+def message_key(m: dict) -> tuple:
+    """What makes two normalised messages the same turn for a session: role, text, name,
+    tool-call id and the calls (name and arguments). Call ids a client was given and reasoning a
+    client may drop do not count.
+
+    Example:
+        >>> message_key({"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+        ...     "function": {"name": "f", "arguments": {"b": 1, "a": 2}}, "id": "x"}]})
+        ('assistant', '', None, None, (('f', '{"a": 2, "b": 1}'),))
+    """
+    calls = m.get("tool_calls") or ()
+    if calls:
+        calls = tuple((c["function"]["name"], c["function"]["arguments"] if isinstance(c["function"]["arguments"], str)
+                       else json.dumps(c["function"]["arguments"], sort_keys=True, ensure_ascii=False)) for c in calls)
+    return (m["role"], m.get("content") or "", m.get("name"), m.get("tool_call_id"), calls)

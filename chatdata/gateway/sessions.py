@@ -1,0 +1,358 @@
+"""Open sessions as trees of branches, and which branch a request continues.
+
+A *session* is one agent's chat; each *branch* is one :class:`~chatdata.rollout.Conversation`
+(the kept ids, masks and logprobs) plus the messages it holds as clients sent or received them.
+A request is routed (:meth:`SessionTable.route`) to
+
+* **extend** a branch whose messages are a prefix of the request's (only the new messages are
+  rendered and tokenized);
+* **fork** it where the request departs from it (a rewritten or compacted history, a subagent,
+  two requests on one branch at once): a new branch that shares every kept turn before that
+  point, id for id;
+* or start a new branch (a new session, or a new root in a named session when nothing is shared).
+
+With ``X-Session-Id`` the session is the named one. Without it, the request joins the open
+session one of whose generated turns it repeats (found through an index of generated turns, so
+an unknown chat costs a few dictionary look-ups); otherwise it starts a new session.
+
+A message the session already holds is compared as sent (dict equality), then, if that
+differs, by what the template renders from it (:func:`~chatdata.gateway.requests.message_key`).
+
+Example:
+    >>> from chatdata.data import load_sample_tokenizer
+    >>> import tempfile, pathlib
+    >>> table = SessionTable(load_sample_tokenizer(), None, pathlib.Path(tempfile.mkdtemp()), durable=False)
+    >>> from chatdata.gateway.requests import parse_chat_request
+    >>> req = parse_chat_request(b'{"messages": [{"role": "user", "content": "hi"}]}')
+    >>> plan = table.route(req, "s1"); plan.kind
+    'new'
+    >>> plan = table.prepare(plan, req); len(plan.prompt) > 0
+    True
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..rollout import Conversation
+from .errors import GatewayError
+from .journal import Journal
+from .requests import ChatRequest, message_key, normalize_message
+
+__all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message"]
+
+
+def openai_message(msg: dict) -> dict:
+    """The OpenAI form of a parsed assistant message (what the client receives and echoes):
+    ``content`` (None when there is only tool calls), ``tool_calls`` with ``arguments`` as a
+    JSON string, ``reasoning_content`` when the template has it.
+
+    Example:
+        >>> openai_message({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "id": "c1",
+        ...                 "function": {"name": "f", "arguments": {"x": 1}}}]})["tool_calls"][0]["function"]
+        {'name': 'f', 'arguments': '{"x": 1}'}
+    """
+    calls = msg.get("tool_calls") or []
+    out: dict = {"role": "assistant", "content": msg.get("content") or (None if calls else "")}
+    if calls:
+        out["tool_calls"] = [{"id": c.get("id"), "type": "function", "function": {
+            "name": c["function"]["name"],
+            "arguments": a if isinstance(a := c["function"]["arguments"], str) else json.dumps(a, ensure_ascii=False)}}
+            for c in calls]
+    if msg.get("reasoning_content"):
+        out["reasoning_content"] = msg["reasoning_content"]
+    return out
+
+
+def _attach_call_ids(msg: dict, ids: list | None = None) -> None:
+    """Give every parsed tool call an id (the template's when it wrote one; else ``ids`` or a new one)."""
+    for k, call in enumerate(msg.get("tool_calls") or ()):
+        if "id" not in call:
+            call["id"] = ids[k] if ids and k < len(ids) and ids[k] else f"call_{uuid.uuid4().hex[:24]}"
+
+
+class Branch:
+    """One branch of a session: its conversation and the messages as clients saw them."""
+
+    __slots__ = ("number", "conv", "seen", "keys", "busy", "engine_key")
+
+    def __init__(self, number: int, conv: Conversation, seen: list, keys: list, engine_key: str) -> None:
+        self.number, self.conv, self.seen, self.keys, self.engine_key = number, conv, seen, keys, engine_key
+        self.busy = False
+
+    def match(self, raw: list) -> int:
+        """How many leading messages of ``raw`` this branch holds."""
+        seen, keys = self.seen, self.keys
+        n = min(len(raw), len(seen))
+        for i in range(n):
+            m = raw[i]
+            if m == seen[i]:
+                continue
+            try:
+                if message_key(normalize_message(m, i)) == keys[i]:
+                    continue
+            except GatewayError:
+                pass  # a malformed message is a new one: it is reported when normalised
+            return i
+        return n
+
+
+class Session:
+    """An open session: its branches (``None`` where a number is taken by a request still being
+    logged), its log, and how many requests are in flight."""
+
+    __slots__ = ("id", "branches", "journal", "last_used", "inflight", "closed")
+
+    def __init__(self, session_id: str, journal: Journal | None) -> None:
+        self.id = session_id
+        self.branches: list[Branch | None] = []
+        self.journal = journal
+        self.last_used = time.monotonic()
+        self.inflight = 0
+        self.closed = False
+
+
+@dataclass
+class Plan:
+    """Where a request goes, and (after :meth:`SessionTable.prepare`) the prompt to send."""
+
+    kind: str  # "extend", "fork", "new"
+    session_id: str
+    session: Session | None = None
+    branch: Branch | None = None
+    k: int = 0  # messages shared with ``branch``
+    conv: Conversation | None = None
+    mark: Any = None
+    base: int = 0  # ids the branch held before this request (the prompt past them is logged)
+    new_raw: list = field(default_factory=list)
+    new_norm: list = field(default_factory=list)
+    prompt: list = field(default_factory=list)  # the ids past ``base``: what the log keeps
+    full: list = field(default_factory=list)  # every id to send
+    engine: dict = field(default_factory=dict)
+
+
+def _grow(conv: Conversation, new: list) -> None:
+    """Add the request's new messages; with none, make sure the prompt ends with the generation prompt."""
+    if new or conv.committed == len(conv.prompt_ids()):
+        conv.add_messages(new)
+
+
+class SessionTable:
+    """The open sessions of a gateway (see the module docstring)."""
+
+    def __init__(self, tokenizer: Any, chat_template: str | None, journal_dir: Path, durable: bool = True,
+                 template_kwargs: dict | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.journal_dir = Path(journal_dir)
+        self.durable = durable
+        self.template_kwargs = dict(template_kwargs or {})
+        self.sessions: dict[str, Session] = {}
+        self._turns: dict[tuple, list[tuple[Session, Branch]]] = {}
+
+    # -- routing --------------------------------------------------------------------------------
+    def route(self, req: ChatRequest, session_id: str | None) -> Plan:
+        """Decide where ``req`` goes (no side effect)."""
+        raw, key = req.raw_messages, req.engine_key
+        if session_id is not None:
+            s = self.sessions.get(session_id)
+            if s is None:
+                return Plan("new", session_id)
+            return self._best(s, s.branches, raw, key) or Plan("new", session_id, s)
+        for i in range(len(raw) - 1, -1, -1):
+            m = raw[i]
+            if m.get("role") != "assistant":
+                continue
+            try:
+                mk = message_key(normalize_message(m, i))
+            except GatewayError:
+                continue
+            found = self._turns.get((i, mk))
+            if found:
+                by_session: dict[int, tuple[Session, list]] = {}
+                for s, b in found:
+                    by_session.setdefault(id(s), (s, []))[1].append(b)
+                for s, branches in by_session.values():
+                    plan = self._best(s, branches, raw, key, at_least=i + 1)
+                    if plan is not None:
+                        return plan
+        return Plan("new", f"sess-{uuid.uuid4().hex[:20]}")
+
+    def _best(self, s: Session, branches: list, raw: list, key: str, at_least: int = 1) -> Plan | None:
+        best, best_k = None, 0
+        for b in reversed(branches):
+            if b is None or b.engine_key != key:
+                continue
+            k = b.match(raw)
+            if k == len(b.seen) and not b.busy and k >= at_least:
+                return Plan("extend", s.id, s, b, k)
+            if k > best_k:
+                best, best_k = b, k
+        if best is None or best_k < at_least:
+            return None
+        return Plan("fork", s.id, s, best, best_k)
+
+    # -- a request's life ---------------------------------------------------------------------------
+    def prepare(self, plan: Plan, req: ChatRequest) -> Plan:
+        """Render the request's new messages into ``plan.prompt`` (ids to send). Raises a 400
+        :class:`GatewayError` for a malformed message or one the template refuses; nothing is
+        changed then."""
+        plan.new_raw = req.raw_messages[plan.k:]
+        plan.new_norm = [normalize_message(m, plan.k + j) for j, m in enumerate(plan.new_raw)]
+        plan.engine = {"tools": req.tools, "template_kwargs": req.template_kwargs}
+        try:
+            if plan.kind == "extend":
+                conv = plan.branch.conv
+                plan.mark, plan.base = conv.checkpoint(), conv.committed
+                plan.branch.busy = True
+                try:
+                    _grow(conv, plan.new_norm)
+                except BaseException:
+                    conv.rollback(plan.mark)
+                    plan.branch.busy = False
+                    raise
+            elif plan.kind == "fork":
+                conv = plan.branch.conv.fork(plan.k)
+                plan.base = conv.committed
+                _grow(conv, plan.new_norm)
+            else:
+                conv = self._conversation(plan.new_norm, plan.engine)
+        except ValueError as err:  # the template refuses the conversation
+            raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
+        plan.conv = conv
+        plan.full = conv.prompt_ids().tolist()
+        plan.prompt = plan.full[plan.base:]
+        return plan
+
+    def _conversation(self, messages: list, engine: dict) -> Conversation:
+        kwargs = {**self.template_kwargs, **(engine.get("template_kwargs") or {})}
+        return Conversation(messages, tokenizer=self.tokenizer, chat_template=self.chat_template,
+                            tools=engine.get("tools"), **kwargs)
+
+    def abort(self, plan: Plan) -> None:
+        """Undo a prepared request whose generation failed."""
+        if plan.kind == "extend" and plan.conv is not None:
+            plan.conv.rollback(plan.mark)
+            plan.branch.busy = False
+
+    def complete(self, plan: Plan, ids: list[int], logprobs: list[float], finish: str,
+                 call_ids: list | None = None) -> tuple[dict, dict]:
+        """Keep what the backend sampled: returns ``(stored message, log record)``. The record
+        must be in the session's log before :meth:`publish` makes the turn visible."""
+        msg = plan.conv.add_response(ids, logprobs)
+        _attach_call_ids(msg, call_ids)
+        record = {"b": None, "parent": None, "shared": plan.base if plan.kind == "fork" else 0,
+                  "messages": plan.new_norm, "prompt": plan.prompt, "ids": ids, "logprobs": logprobs,
+                  "message": msg, "finish": finish}
+        if plan.kind != "extend":
+            record["engine"] = plan.engine
+        if plan.kind == "fork":
+            record["parent"] = [plan.branch.number, plan.k]
+        return msg, record
+
+    def session_for(self, plan: Plan) -> Session:
+        """The session a completed request belongs to (created on a new session's first answer)."""
+        s = plan.session  # kept even if it is being stored: its commit waits for this request
+        if s is None:
+            s = self.sessions.get(plan.session_id)
+            if s is None:
+                s = Session(plan.session_id, Journal.create(self.journal_dir, plan.session_id, self.durable))
+                self.sessions[s.id] = s
+        plan.session = s
+        return s
+
+    def number(self, plan: Plan) -> int:
+        """The branch number the completed request is logged under (a new branch takes the next
+        free number at once, so requests logged at the same time never share one)."""
+        if plan.kind == "extend":
+            return plan.branch.number
+        plan.session.branches.append(None)
+        return len(plan.session.branches) - 1
+
+    def publish(self, plan: Plan, number: int, msg: dict, sent: dict) -> Branch:
+        """Make a logged turn visible to routing: branch ``number`` now holds the new messages
+        and the answer (``sent`` is the OpenAI form the client received)."""
+        keys = [message_key(m) for m in plan.new_norm] + [message_key(msg)]
+        if plan.kind == "extend":
+            b = plan.branch
+            b.seen += [*plan.new_raw, sent]
+            b.keys += keys
+            b.busy = False
+        else:
+            s = plan.session
+            head_seen = plan.branch.seen[:plan.k] if plan.kind == "fork" else []
+            head_keys = plan.branch.keys[:plan.k] if plan.kind == "fork" else []
+            b = Branch(number, plan.conv, head_seen + [*plan.new_raw, sent], head_keys + keys,
+                       json.dumps([plan.engine.get("tools"), plan.engine.get("template_kwargs") or {}],
+                                  sort_keys=True, ensure_ascii=False))
+            s.branches[number] = b
+        plan.session.last_used = time.monotonic()
+        if plan.session.closed:  # stored once this request is logged: routing must not find it
+            return b
+        index = plan.conv.turns if plan.kind != "extend" else plan.conv.turns[-1:]  # a fork's replayed turns too
+        for a, _, _ in index:
+            self._turns.setdefault((a, b.keys[a]), []).append((plan.session, b))
+        return b
+
+    # -- resuming and closing ------------------------------------------------------------------------
+    def resume(self, path: Path, head: dict, records: list[dict]) -> Session:
+        """Rebuild an open session from its log (``records`` replayed through the same steps as
+        live requests); raises ValueError when the replayed prompts differ from the logged ones."""
+        s = Session(head["session_id"], Journal(Path(path), head["session_id"], head["uid"], self.durable))
+        for n, r in enumerate(records):
+            b = r["b"]
+            if b < len(s.branches) and s.branches[b] is not None:
+                plan = Plan("extend", s.id, s, s.branches[b], len(s.branches[b].seen))
+            elif r.get("parent") is None:
+                plan = Plan("new", s.id, s)
+            else:
+                pb, k = r["parent"]
+                plan = Plan("fork", s.id, s, s.branches[pb], k)
+            plan.new_raw = plan.new_norm = r["messages"]
+            plan.engine = r.get("engine") or {"tools": None, "template_kwargs": {}}
+            if plan.kind == "extend":
+                plan.base = plan.branch.conv.committed
+                plan.conv = plan.branch.conv
+                plan.mark = plan.conv.checkpoint()
+                _grow(plan.conv, plan.new_norm)
+            elif plan.kind == "fork":
+                plan.conv = plan.branch.conv.fork(plan.k)
+                plan.base = plan.conv.committed
+                _grow(plan.conv, plan.new_norm)
+            else:
+                plan.conv = self._conversation(plan.new_norm, plan.engine)
+            plan.prompt = plan.conv.prompt_ids()[plan.base:].tolist()
+            if plan.prompt != r["prompt"]:
+                raise ValueError(f"{path}: record {n}: the prompt rendered now differs from the logged one "
+                                 "(was the gateway restarted with another tokenizer or template?)")
+            msg, _ = self.complete(plan, r["ids"], r["logprobs"], r["finish"],
+                                   [c.get("id") for c in r["message"].get("tool_calls") or ()])
+            while plan.kind != "extend" and len(s.branches) <= b:
+                s.branches.append(None)
+            self.publish(plan, b, msg, openai_message(msg))
+        self.sessions[s.id] = s
+        return s
+
+    def remove(self, s: Session) -> None:
+        """Forget a session (it is being stored): routing no longer finds it."""
+        s.closed = True
+        if self.sessions.get(s.id) is s:
+            del self.sessions[s.id]
+        for b in s.branches:
+            if b is None:
+                continue
+            for a, _, _ in b.conv.turns:
+                entries = self._turns.get((a, b.keys[a]))
+                if entries:
+                    entries[:] = [e for e in entries if e[1] is not b]
+                    if not entries:
+                        del self._turns[(a, b.keys[a])]
+
+    def idle(self, older_than: float) -> list[Session]:
+        """Sessions with nothing in flight, unused for ``older_than`` seconds."""
+        now = time.monotonic()
+        return [s for s in self.sessions.values() if s.inflight == 0 and now - s.last_used >= older_than]

@@ -1,0 +1,149 @@
+"""``Conversation``: one rollout row on its own, cheap to start, fork at a message, and drop.
+
+A server that records many chats at once (``chatdata serve``) needs one token-in, token-out
+row per chat: created when the chat starts, dropped when it is stored, forked when a client
+rewrites the history. A :class:`Conversation` is that row: a one-row :class:`Rollout` (the
+same rendering of only the delta, the same verbatim ids, masks and logprobs) plus the spans of
+the turns it generated, so that
+
+* :meth:`fork` gives a new conversation holding the first ``n`` messages, whose ids are this
+  one's ids for every generated turn it keeps (replayed through the same engine, so they share
+  their exact prefix);
+* :meth:`checkpoint` / :meth:`rollback` undo messages added for a request that then failed.
+
+Example:
+    >>> from chatdata.data import load_sample_tokenizer
+    >>> tok = load_sample_tokenizer()
+    >>> c = Conversation([{"role": "user", "content": "hi"}], tokenizer=tok)
+    >>> msg = c.add_response(tok.encode("hello<|im_end|>", add_special_tokens=False))
+    >>> c.add_messages([{"role": "user", "content": "bye"}])
+    >>> f = c.fork(2)                                   # the user turn and the generated answer
+    >>> f.tokens()["input_ids"].tolist() == c.tokens()["input_ids"].tolist()
+    True
+    >>> msg, len(f.messages)
+    ({'role': 'assistant', 'content': 'hello'}, 2)
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from .core import Rollout
+
+__all__ = ["Conversation"]
+
+
+class Conversation:
+    """One conversation kept as token ids (see the module docstring).
+
+    Args:
+        messages: the starting messages (dicts with a str ``role``).
+        tokenizer, chat_template, chat_template_name, tools, **template_kwargs: as for
+            :class:`~chatdata.rollout.Rollout`.
+    """
+
+    __slots__ = ("_ro", "_config", "_turns")
+
+    def __init__(self, messages: Sequence[Mapping], tokenizer: Any = None, chat_template: str | None = None,
+                 chat_template_name: str | None = None, tools: Any = None, **template_kwargs: Any) -> None:
+        self._config = dict(tokenizer=tokenizer, chat_template=chat_template, chat_template_name=chat_template_name,
+                            tools=tools, **template_kwargs)
+        self._ro = Rollout([list(messages)], **self._config)
+        self._turns: list[tuple[int, int, int]] = []  # (message index, first id, end) per generated turn
+
+    # -- reading ------------------------------------------------------------------------------
+    @property
+    def messages(self) -> list[dict]:
+        """The messages so far (the row's own list: read it, do not change it)."""
+        return self._ro._rows[0].messages
+
+    @property
+    def turns(self) -> list[tuple[int, int, int]]:
+        """Per generated turn: its message index and the span ``[start, end)`` of its ids."""
+        return list(self._turns)
+
+    def prompt_ids(self) -> torch.Tensor:
+        """The ids to generate from: the kept ids plus the generation prompt (a view)."""
+        return self._ro._rows[0].tokens.ids()
+
+    @property
+    def committed(self) -> int:
+        """How many ids end with the last generated turn (the part a stored record holds)."""
+        return self._ro._rows[0].tokens.committed
+
+    def tokens(self) -> dict[str, torch.Tensor]:
+        """``input_ids``, ``assistant_masks`` and ``logprobs`` up to the last generated turn
+        (1-D views; the masks are 1 exactly on generated ids, logprobs 0.0 elsewhere)."""
+        t, n = self._ro._rows[0].tokens, self.committed
+        return {"input_ids": t.ids()[:n], "assistant_masks": t.mask()[:n], "logprobs": t.logprobs()[:n]}
+
+    # -- growing ------------------------------------------------------------------------------
+    def add_messages(self, messages: Sequence[Mapping]) -> None:
+        """Append non-generated messages (tool results, user turns, ...); only the text the
+        template adds after the kept ids is tokenized."""
+        self._ro.add_messages([list(messages)], rows=[0])
+
+    def add_response(self, ids: Any, logprobs: Any = None) -> dict:
+        """Append generated ``ids`` (kept verbatim) with their ``logprobs``; returns the parsed
+        assistant message (the row's own dict)."""
+        start = len(self._ro._rows[0].tokens)  # the generated ids follow the prompt
+        self._ro.add_response([ids], logprobs=None if logprobs is None else [logprobs], rows=[0])
+        row = self._ro._rows[0]
+        self._turns.append((len(row.messages) - 1, start, row.tokens.committed))
+        return row.messages[-1]
+
+    # -- undo and fork --------------------------------------------------------------------------
+    def checkpoint(self) -> tuple:
+        """A mark to :meth:`rollback` to (taken before adding a request's messages)."""
+        row = self._ro._rows[0]
+        return (len(row.messages), len(row.prepared), row.last_user, row.tokens.ids()[row.tokens.committed:].clone())
+
+    def rollback(self, mark: tuple) -> None:
+        """Drop the messages added since ``mark`` (no turn may have been generated since)."""
+        n_msgs, n_prepared, last_user, pending = mark
+        row = self._ro._rows[0]
+        if self._turns and self._turns[-1][0] >= n_msgs:
+            raise ValueError("rollback: a turn was generated after this checkpoint")
+        del row.messages[n_msgs:]
+        del row.prepared[n_prepared:]
+        row.last_user = last_user
+        row.cache = {}
+        row.tokens.set_pending(pending)
+
+    def fork(self, n_messages: int) -> "Conversation":
+        """A new conversation holding the first ``n_messages`` messages. Each generated turn it
+        keeps is replayed with this one's ids and logprobs, so both share their ids up to the
+        last kept turn (and the parsed messages are this one's own dicts).
+
+        Example:
+            >>> from chatdata.data import load_sample_tokenizer
+            >>> tok = load_sample_tokenizer()
+            >>> c = Conversation([{"role": "user", "content": "hi"}], tokenizer=tok)
+            >>> _ = c.add_response(tok.encode("yo<|im_end|>", add_special_tokens=False))
+            >>> again = c.fork(1)                     # before the answer: the same prompt
+            >>> torch.equal(again.prompt_ids(), c.prompt_ids()[:len(again.prompt_ids())])
+            True
+        """
+        msgs = self.messages
+        if not 1 <= n_messages <= len(msgs):
+            raise ValueError(f"fork: n_messages must be in [1, {len(msgs)}], got {n_messages}")
+        keep = [t for t in self._turns if t[0] < n_messages]
+        first = keep[0][0] if keep else n_messages
+        new = Conversation(msgs[:first], **self._config)
+        t = self._ro._rows[0].tokens
+        ids, logp = t.ids(), t.logprobs()
+        prev = first
+        for a, s, e in keep:
+            if a > prev:
+                new.add_messages(msgs[prev:a])
+            new.add_response(ids[s:e].clone(), logp[s:e].clone())
+            new._ro._rows[0].messages[-1] = msgs[a]  # the same message (ids a server added stay)
+            prev = a + 1
+        if n_messages > prev:
+            new.add_messages(msgs[prev:n_messages])
+        if keep and not torch.equal(new.tokens()["input_ids"], ids[:keep[-1][2]]):
+            raise RuntimeError("fork: replaying the kept turns gave other ids than the conversation holds "
+                               "(the template renders differently than when these turns were generated)")
+        return new

@@ -1,0 +1,115 @@
+"""The gateway's output folder without a server: commits interrupted at each step are finished or
+undone at the next start, a reused session id keeps unique branch numbers, open logs are readable,
+and a folder is refused when it is someone else's or another gateway's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import chatdata
+from chatdata.cli import main
+from chatdata.gateway import read_sessions
+from chatdata.gateway.journal import Journal, read_journal
+from chatdata.gateway.store import BRANCHES, TOKENS, SessionStore
+from chatdata.io.sharded import SHARDS, commit_shards, new_shard_name
+
+
+def record(b, prompt, ids, text, parent=None, shared=0, messages=None):
+    return {"b": b, "parent": parent, "shared": shared, "messages": messages or [], "prompt": prompt, "ids": ids,
+            "logprobs": [-0.5] * len(ids), "message": {"role": "assistant", "content": text}, "finish": "stop"}
+
+
+def session(store, sid, n=1):
+    j = Journal.create(store.journal_dir, sid, durable=False)
+    j.append(record(0, [1, 2], [3, 4], "a", messages=[{"role": "user", "content": "q"}]))
+    for k in range(1, n):
+        j.append(record(k, [9], [5], f"fork {k}", parent=[0, 1], shared=2, messages=[{"role": "user", "content": "z"}]))
+    return j
+
+
+def names(out, sub=""):
+    return {s["path"] for s in chatdata.open_dataset(out / sub).manifest["shards"]}
+
+
+def test_a_commit_cut_after_its_log_marks_is_finished_at_the_next_start(tmp_path):
+    out = tmp_path / "out"
+    store = SessionStore(out, durable=False)
+    store.open()
+    j = session(store, "s1", n=2)
+    head, records, _ = read_journal(j.path)
+    from chatdata.gateway.journal import branches_from_journal
+
+    name = new_shard_name()  # what commit() does, stopped after the token manifest (a kill)
+    folders = [out / sub / SHARDS / name for sub in ("", TOKENS, BRANCHES)]
+    store._write([(head, b) for b in branches_from_journal(records)], folders)
+    j.mark_committed(name)
+    commit_shards(out / TOKENS, [{"path": f"{SHARDS}/{name}", "items": 2}], "tokens")
+    store.close()
+    assert names(out) == set() and names(out, TOKENS) == {f"{SHARDS}/{name}"}
+
+    again = SessionStore(out, durable=False)
+    assert again.open() == []  # finished, not resumed: nothing is stored twice
+    again.close()
+    for sub in ("", TOKENS, BRANCHES):
+        assert names(out, sub) == {f"{SHARDS}/{name}"}
+    recs = read_sessions(out)
+    assert [(r["branch"], r["parent"]) for r in recs] == [(0, None), (1, (0, 2))]
+    assert recs[1]["input_ids"].tolist() == [1, 2, 9, 5] and recs[1]["assistant_masks"].tolist() == [0, 0, 0, 1]
+    assert not list(store.journal_dir.iterdir())
+    assert main(["verify", str(out)]) == 0
+
+
+def test_a_commit_cut_before_its_log_marks_is_undone_and_the_session_resumed(tmp_path):
+    out = tmp_path / "out"
+    store = SessionStore(out, durable=False)
+    store.open()
+    j = session(store, "s1")
+    orphan = out / SHARDS / new_shard_name()  # a shard folder written, then a kill before any log names it
+    chatdata.History.from_chats([[{"role": "user", "content": "x"}]]).memmap(str(orphan))
+    store.close()
+    again = SessionStore(out, durable=False)
+    assert again.open() == [j.path]  # to resume
+    assert not orphan.exists()
+    assert again.commit([j.path]) is not None
+    again.close()
+    assert len(read_sessions(out)) == 1
+
+
+def test_a_reused_session_id_gets_new_branch_numbers_and_open_logs_are_read(tmp_path):
+    out = tmp_path / "out"
+    store = SessionStore(out, durable=False)
+    store.open()
+    store.commit([session(store, "same", n=2).path])
+    store.commit([session(store, "same", n=2).path])  # the name used again after it was stored
+    open_log = session(store, "still-open")
+    store.close()
+    recs = read_sessions(out)
+    assert [(r["session_id"], r["branch"], r["parent"]) for r in recs] == [
+        ("same", 0, None), ("same", 1, (0, 2)), ("same", 2, None), ("same", 3, (2, 2))]
+    with_open = read_sessions(out, include_open=True)
+    assert [r["session_id"] for r in with_open][-1] == "still-open" and open_log.path.exists()
+
+
+def test_folders_that_cannot_be_used_are_refused(tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="did not write"):
+        SessionStore(foreign).open()
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]  # nothing created in it
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        SessionStore(tmp_path / "file").open()
+    first = SessionStore(tmp_path / "out", durable=False)
+    first.open()
+    with pytest.raises(ValueError, match="another chatdata serve is writing"):
+        SessionStore(tmp_path / "out").open()
+    first.close()
+    SessionStore(tmp_path / "out").open()
+    with pytest.raises(ValueError, match="not a folder written by chatdata serve"):
+        read_sessions(foreign)
+    bad = tmp_path / "out" / "journal" / "bad.jsonl"
+    bad.write_text(json.dumps({"no": "header"}) + "\n")
+    with pytest.raises(ValueError, match="not a chatdata gateway session log"):
+        read_journal(bad)

@@ -201,6 +201,7 @@ BUILTIN_PARSERS = {
                       r"(?:(?P<end><\|eot_id\|>|<\|eom_id\|>)|\Z)"),),
         role_map={"ipython": "tool"}, stop=r"<\|eot_id\|>|<\|eom_id\|>",
         tool_call=r'\A\s*(\{"name":.*\})\s*\Z', detect=("<|start_header_id|>",),
+        openai_calls=True,  # Llama 3.x templates read ``tool_call.function``
     ),
     "mistral": ParserSpec(
         "mistral", prefix=r"<s>",

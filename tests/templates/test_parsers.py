@@ -128,7 +128,7 @@ def test_parse_response_formats():
     assert mistral["tool_calls"] == [{"type": "function", "function": {"name": "g", "arguments": {}}, "id": "abcdefghi"}]
     assert mistral["content"] == ""
     llama = parse_response('{"name": "h", "parameters": {"x": "y"}}<|eot_id|>', BUILTIN_PARSERS["llama3"])
-    assert llama["tool_calls"] == [{"name": "h", "arguments": {"x": "y"}}]
+    assert llama["tool_calls"] == [{"type": "function", "function": {"name": "h", "arguments": {"x": "y"}}}]
     harmony = parse_response("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",
                              BUILTIN_PARSERS["gpt_oss"])
     assert harmony == {"role": "assistant", "content": "ok", "reasoning_content": "think"}

@@ -81,16 +81,27 @@ def render_case(template: str, tokenizer: Any, kind: str) -> MaskCase:
     ``outcome`` is ``ok`` so far, ``n/a`` when the template refuses every variant of the probe
     (or, for ``parts``, takes no media part at all), ``raise`` when the mask engine raises.
     """
+    unplaceable = []
+
     def attempt(v):
         chats = [v.apply(c) for c in probe_chats_of(kind)]
         tools = [MATRIX_TOOL] if v.tools else None
         kw = v.template_kwargs(tokenizer)
-        return chats, tools, kw, render_chats(chats, template, tools=tools, tokenizer=tokenizer, **kw)
+        texts = render_chats(chats, template, tools=tools, tokenizer=tokenizer, **kw)
+        try:
+            spans = {opt: render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer, **kw, **okw)
+                     for opt, okw in OPTIONS.items()}
+        except UnplaceableTurnError as err:  # another variant may place (text in a tool-calling turn)
+            unplaceable.append(str(err).split("cannot place the turn to learn: ")[-1].split(". Check")[0])
+            raise
+        return chats, tools, kw, texts, spans
 
     variant, fitted, err = fit(kind, attempt)
     if variant is None:
+        if unplaceable:
+            return MaskCase(kind, Outcome("raise", f"the mask engine cannot place a turn: {unplaceable[0]}"))
         return MaskCase(kind, Outcome("n/a", f"the template refuses the probe: {err}"))
-    chats, tools, kw, texts = fitted
+    chats, tools, kw, texts, spans = fitted
     case = MaskCase(kind, Outcome("ok"), variant.label(), chats=chats, tools=tools, kwargs=kw)
     if kind == "parts" and (all(media_free(c) for c in chats) or any(_as_text(t) for t in texts)):
         detail = "no media part survives" if all(media_free(c) for c in chats) else "writes the list of parts as text"
@@ -106,13 +117,8 @@ def render_case(template: str, tokenizer: Any, kind: str) -> MaskCase:
     case.renderer = renderer = Renderer(template, tools=tools, tokenizer=tokenizer, **kw)
     case.tagged = has_generation_tags(template)
     case.profile = template_profile(renderer)
-    try:
-        for opt, okw in OPTIONS.items():
-            case.texts[opt], case.spans[opt] = render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer,
-                                                                       **kw, **okw)
-    except UnplaceableTurnError as err:
-        case.outcome = Outcome("raise", str(err).split("cannot place the turn to learn: ")[-1].split(". Check")[0])
-        return case
+    for opt in OPTIONS:
+        case.texts[opt], case.spans[opt] = spans[opt]
     case.placeholders = [_placeholders(renderer, prepare_chat(c), t) for c, t in zip(chats, texts)]
     return case
 

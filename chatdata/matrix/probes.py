@@ -166,7 +166,7 @@ def variants(kind: str) -> Iterator[Variant]:
         >>> next(variants("plain")).label(), sum(1 for _ in variants("plain"))
         ('as is', 16)
     """
-    media = [{}, {"as_parts": True}]
+    media = [{}, {"as_parts": True}] + ([{"call_text": True}] if kind == "tools" else [])
     if kind == "parts":
         media = [{}, {"flat_assistant": True}, {"flat_assistant": True, "images_only": True},
                  {"flat_assistant": True, "text_parts": True}, {"as_parts": True}]

@@ -336,15 +336,6 @@ def _without_reasoning(text: str, s: int, e: int, message: dict) -> list[tuple[i
     return pieces
 
 
-def _rendered(text: str, message: dict, floor: int) -> bool:
-    """Whether anything the message says (content, reasoning, tool-call arguments or names)
-    occurs in ``text`` after ``floor``: a template that drops the whole message leaves nothing
-    to learn, one that renders it somewhere the engine cannot place must raise."""
-    names = [c.get("function", c).get("name") for c in message.get("tool_calls") or () if isinstance(c, dict)]
-    pieces = _owned_pieces(message) + [n for n in names if isinstance(n, str)]
-    return any(p and text.find(p, floor) >= 0 for p in pieces)
-
-
 def _has_work(message: dict) -> bool:
     return bool(message_texts(message) or message.get("tool_calls") or _reasoning_texts(message))
 
@@ -406,7 +397,7 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
             continue
         s = _start(pre, k, text, profile, floor)
         if s is None:
-            if _has_work(message) and _rendered(text, message, floor):
+            if _has_work(message):
                 raise UnplaceableTurnError(_describe(where, k, "its start (the generation prompt) is not in the rendering"))
             continue
         if continued and k == last:
@@ -414,9 +405,9 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
         else:
             e, eot = _end(pre, k, text, s, profile)
         if e <= s:
-            if _has_work(message) and _rendered(text, message, floor):
+            if _has_work(message):
                 raise UnplaceableTurnError(_describe(where, k, "the template renders nothing of it"))
-            continue  # the template drops this message (tool calls of templates without tools): nothing to learn
+            continue
         turns.append((k, s, e, eot))
         floor = max(floor, e)
     return turns

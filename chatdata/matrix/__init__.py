@@ -8,8 +8,7 @@ template's facts. ``chatdata templates check --all`` writes the result to ``docs
 Example:
     >>> from chatdata.data import load_sample_tokenizer
     >>> from chatdata.templates import get_chat_template
-    >>> rows = check_corpus({"qwen": get_chat_template("qwen")}, {"qwen2.5": load_sample_tokenizer()},
-    ...                     failure_modes=False)
+    >>> rows = check_corpus({"qwen": get_chat_template("qwen")}, {"qwen2.5": load_sample_tokenizer()}, tito=False)
     >>> print(matrix_markdown(rows, ["qwen2.5"]).splitlines()[0])
     # Chat-template matrix
 """

@@ -92,26 +92,24 @@ def render_case(template: str, tokenizer: Any, kind: str) -> MaskCase:
             spans = {opt: render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer, **kw, **okw)
                      for opt, okw in OPTIONS.items()}
         except UnplaceableTurnError as err:  # another variant may place (text in a tool-calling turn)
-            unplaceable.append(str(err).split("cannot place the turn to learn: ")[-1].split(". Check")[0])
+            reason = str(err).split("cannot place the turn to learn: ")[-1].split(". Check")[0]
+            unplaceable.append((reason, v, (chats, tools, kw, texts, None)))
             raise
         return chats, tools, kw, texts, spans
 
     variant, fitted, err = fit(kind, attempt)
-    if variant is None:
-        if unplaceable:
-            return MaskCase(kind, Outcome("raise", f"the mask engine cannot place a turn: {unplaceable[0]}"))
+    if variant is None and unplaceable:
+        reason, variant, fitted = unplaceable[0]
+    elif variant is None:
         return MaskCase(kind, Outcome("n/a", f"the template refuses the probe: {err}"))
     chats, tools, kw, texts, spans = fitted
     case = MaskCase(kind, Outcome("ok"), variant.label(), chats=chats, tools=tools, kwargs=kw)
-    if kind == "parts" and (all(media_free(c) for c in chats) or any(_as_text(t) for t in texts)):
+    if spans is None:
+        case.outcome = Outcome("raise", f"the mask engine cannot place a turn: {reason}")
+    elif kind == "parts" and (all(media_free(c) for c in chats) or any(_as_text(t) for t in texts)):
         detail = "no media part survives" if all(media_free(c) for c in chats) else "writes the list of parts as text"
         case.outcome = Outcome("n/a", f"the template takes no media parts ({detail})")
-    try:
-        expected = [_transformers_render(tokenizer, c, template, tools, kw) for c in chats]
-        case.render = Outcome("ok") if expected == texts or expected[0] is None else Outcome(
-            "differs", f"chat {next(i for i, (a, b) in enumerate(zip(expected, texts)) if a != b)} differs")
-    except Exception as err:  # noqa: BLE001 - transformers refuses what chatdata rendered
-        case.render = Outcome("differs", f"transformers raises: {type(err).__name__}: {str(err)[:100]}")
+    case.render = _render_outcome(tokenizer, chats, template, tools, kw, texts)
     if case.outcome.status != "ok":
         return case
     case.renderer = renderer = Renderer(template, tools=tools, tokenizer=tokenizer, **kw)
@@ -121,6 +119,17 @@ def render_case(template: str, tokenizer: Any, kind: str) -> MaskCase:
         case.texts[opt], case.spans[opt] = spans[opt]
     case.placeholders = [_placeholders(renderer, prepare_chat(c), t) for c, t in zip(chats, texts)]
     return case
+
+
+def _render_outcome(tokenizer: Any, chats: list, template: str, tools: Any, kw: dict, texts: list) -> Outcome:
+    """``ok`` when transformers renders ``chats`` as ``texts`` (or there is no tokenizer to ask)."""
+    try:
+        expected = [_transformers_render(tokenizer, c, template, tools, kw) for c in chats]
+    except Exception as err:  # noqa: BLE001 - transformers refuses what chatdata rendered
+        return Outcome("differs", f"transformers raises: {type(err).__name__}: {str(err)[:100]}")
+    if expected == texts or expected[0] is None:
+        return Outcome("ok")
+    return Outcome("differs", f"chat {next(i for i, (a, b) in enumerate(zip(expected, texts)) if a != b)} differs")
 
 
 def _as_text(text: str) -> bool:

@@ -47,7 +47,7 @@ __all__ = ["ROLE_SETS", "FAILURE_MODES", "TitoResult", "family_tokenizer", "temp
 
 ROLE_SETS = (("tool",), ("tool", "user"), ("tool", "user", "system"))
 FAILURE_MODES = ("false_arg", "bpe_boundary", "xml_args", "stripped_think", "truncated")
-_PIPES = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^<>｜]{1,40}｜>")
+_PIPES = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^<>｜]{1,40}｜>|\[/?[A-Z][A-Z_]{1,40}\]")  # also [INST], [TOOL_CALLS]
 _NAME = MATRIX_TOOL["function"]["name"]
 
 
@@ -63,8 +63,8 @@ class TitoResult(Outcome):
 
 
 def template_markers(template: str, tokenizer: Any = None) -> set[str]:
-    """The special-token-like markers of a template: ``<|...|>`` / ``<｜...｜>`` literals, the
-    ``<think>`` tags, its end-of-turn text and the markers of its generation prompt.
+    """The special-token-like markers of a template: ``<|...|>`` / ``<｜...｜>`` / ``[INST]``
+    literals, the ``<think>`` tags, its end-of-turn text and the markers of its generation prompt.
 
     Example:
         >>> from chatdata.templates import get_chat_template

@@ -1,13 +1,17 @@
 #!/usr/bin/env python
-"""Tokens + assistant masks on tool-calling and reasoning chats, against the bare batch encode (issue 10).
+"""Tokens + assistant masks on tool-calling / reasoning and on multimodal chats, against the bare
+batch encode (issues 10 and 23).
 
-    python benchmarks/bench_masks.py [--n 1000] [--repeat 5] [--template PATH]
+    python benchmarks/bench_masks.py [--n 1000] [--repeat 5] [--set all|agentic|multimodal] [--template PATH]
 
 The chats come from ``make_conversations(n, seed=0)`` turned agentic: assistant turns carry
 ``reasoning_content``, inline ``<think>`` blocks, or tool calls (a turn with only a tool call,
 then the tool's reply, then an answer). They are rendered with Qwen3's template (which renders
-reasoning, tool calls and ``tools=``) and the Qwen2.5 tokenizer. In one run, the two sides
-alternated, best of ``--repeat``:
+reasoning, tool calls and ``tools=``) and the Qwen2.5 tokenizer. The ``multimodal`` set makes the
+same chats multimodal: user contents become lists of parts with an image (every other one also a
+video), assistant answers lists of text parts, one in five holding an image too (its placeholder
+is cut out of the masks), rendered with Qwen3-VL's template (tools and images). In one run, the
+sides alternated, best of ``--repeat``:
 
 - floor: ``tokenizer(texts, add_special_tokens=False)`` on the already rendered strings;
   (the three sides run in turn in every round; each side's best round is reported)
@@ -63,20 +67,51 @@ def agentic(chats):
     return out
 
 
+def multimodal(chats):
+    """The agentic chats with content as lists of parts (deterministic)."""
+    out = []
+    for i, chat in enumerate(chats):
+        new = []
+        for j, m in enumerate(chat):
+            m = dict(m)
+            if m["role"] == "user":
+                parts = [{"type": "image", "url": f"https://example.com/{i}-{j}.png"}]
+                if (i + j) % 2:
+                    parts.append({"type": "video", "url": f"https://example.com/{i}-{j}.mp4"})
+                m["content"] = parts + [{"type": "text", "text": m["content"]}]
+            elif m["role"] == "assistant" and m.get("content") and not m.get("tool_calls"):
+                text = [{"type": "text", "text": m["content"]}]
+                m["content"] = text if (i + j) % 5 else text + [{"type": "image", "url": f"https://example.com/a{i}.png"}]
+            new.append(m)
+        out.append(new)
+    return out
+
+
+SETS = {"agentic": ("Qwen-Qwen3-0.6B.jinja", agentic), "multimodal": ("Qwen-Qwen3-VL.jinja", lambda c: multimodal(agentic(c)))}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--tokenizer", default=None)
-    ap.add_argument("--template", default=str(ROOT / "tests" / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja"))
+    ap.add_argument("--set", choices=["all", *SETS], default="all", help="which chats (default: both sets)")
+    ap.add_argument("--template", default=None, help="template file (default: Qwen3's, Qwen3-VL's for multimodal)")
     args = ap.parse_args()
+    tok = qwen_tokenizer(args.tokenizer)
+    for name in (SETS if args.set == "all" else [args.set]):
+        run(name, args, tok)
+        print()
 
+
+def run(set_name, args, tok):
     from chatdata import History
     from chatdata.templates import render_chats
 
-    tok = qwen_tokenizer(args.tokenizer)
-    template = Path(args.template).read_text(encoding="utf-8")
-    chats = agentic(make_conversations(args.n, seed=0))
+    default, make = SETS[set_name]
+    path = Path(args.template or ROOT / "tests" / "data" / "templates" / default)
+    template = path.read_text(encoding="utf-8")
+    chats = make(make_conversations(args.n, seed=0))
     history = History.from_chats(chats)
     texts = render_chats(chats, template, tools=TOOLS, tokenizer=tok)
     kw = dict(tokenizer=tok, chat_template=template, tools=TOOLS, add_generation_prompt=False, tokenize=True,
@@ -113,8 +148,10 @@ def main():
     ]
     n_msgs = sum(len(c) for c in chats)
     n_calls = sum(1 for c in chats for m in c if m.get("tool_calls"))
-    print(f"{args.n} chats, {n_msgs:,} messages ({n_calls:,} tool-call turns), template {Path(args.template).name}, "
-          f"best of {args.repeat}, the sides alternated")
+    n_parts = sum(1 for c in chats for m in c if isinstance(m.get("content"), list) for p in m["content"]
+                  if p.get("type") != "text")
+    print(f"[{set_name}] {args.n} chats, {n_msgs:,} messages ({n_calls:,} tool-call turns, {n_parts:,} media parts), "
+          f"template {path.name}, best of {args.repeat}, the sides alternated")
     print(f"{'step':<52} {'seconds':>9} {'ratio':>7}  note")
     for name, t, base, note in rows:
         print(f"{name:<52} {t:>9.3f} {t / base:>6.2f}x  {note}")

@@ -12,13 +12,15 @@ import sys
 from pathlib import Path
 
 from .common import CLIError, color_enabled, load_tokenizer, load_tools
+from .templates_matrix import add_arguments as add_matrix_arguments, run_all
 
 HELP = "inspect chat templates: `templates check` shows what a model learns (the trained spans)"
 EXAMPLE = """examples:
   chatdata templates check qwen                       # a bundled template
   chatdata templates check path/to/chat_template.jinja --tokenizer path/to/tokenizer
   chatdata templates check path/to/tokenizer          # the tokenizer's own template
-  chatdata templates check qwen --no-eot --no-reasoning"""
+  chatdata templates check qwen --no-eot --no-reasoning
+  chatdata templates check --all                      # every test template -> docs/templates.md"""
 
 
 def add_parser(sub):
@@ -30,13 +32,14 @@ def add_parser(sub):
     c = actions.add_parser("check", help="print probe chats rendered with the trained spans marked",
                            description="Print, for a probe chat of each kind, the rendered text with the "
                            "trained spans marked.", epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("target", metavar="TEMPLATE_OR_TOKENIZER",
+    c.add_argument("target", metavar="TEMPLATE_OR_TOKENIZER", nargs="?",
                    help="a bundled template name, a .jinja file, or a tokenizer folder (its own template)")
     c.add_argument("--tokenizer", metavar="PATH", help="tokenizer folder for the special tokens (bos/eos) the template uses")
     c.add_argument("--tools", metavar="FILE.json", help="JSON list of tool schemas (default: a probe tool)")
     c.add_argument("--no-reasoning", action="store_true", help="mask_reasoning=False: do not train reasoning")
     c.add_argument("--no-eot", action="store_true", help="mask_eot=False: do not train the end of turns")
     c.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight trained spans")
+    add_matrix_arguments(c)  # --all: the whole template matrix (chatdata/cli/templates_matrix.py)
     c.set_defaults(func=run)
     return p
 
@@ -67,6 +70,10 @@ def run(args):
     from ..templates import TemplateError
     from ..templates.report import check_template, mark_spans
 
+    if args.all:
+        return run_all(args)
+    if args.target is None:
+        raise CLIError("give a template name, a .jinja file or a tokenizer folder, or --all")
     template, tok = _template_and_tokenizer(args.target, args.tokenizer)
     tools = load_tools(args.tools)
     try:

@@ -20,7 +20,7 @@ from .errors import TemplateError
 from .probes import probe_chats, tool_name_of
 from .profile import TemplateProfile
 from .render import Renderer, prepare_chat
-from .turns import _first_eot, _join_back, _next_bound, _only_markup, _owned_pieces, _text_of, turn_bounds
+from .turns import _first_eot, _join_back, _next_bound, _only_markup, _owned_pieces, _texts_end, turn_bounds
 
 _FAST_OK: dict[tuple, bool] = {}
 
@@ -45,12 +45,10 @@ def fast_bounds(chat: list, text: str, profile: TemplateProfile, *, continued: b
     last = len(chat) - 1
     for k, m in enumerate(chat):
         if m.get("role") != "assistant":
-            body = _text_of(m)
-            if body:
-                j = text.find(body, floor)
-                if j < 0:
-                    return None
-                floor = j + len(body)
+            end = _texts_end(text, m, floor)
+            if end is None:
+                return None
+            floor = end
             continue
         if k == 0 or chat[k - 1].get("role") == "assistant":
             return None

@@ -53,7 +53,7 @@ class ParserSpec:
     turns: tuple[tuple[str | None, str], ...]
     prefix: str = ""
     role_map: dict = field(default_factory=dict)
-    tool_call: str | None = None  # regex with one group holding a JSON {"name", "arguments"}
+    tool_call: str | None = None  # regex: group 1 (or ``json``) a JSON {"name", "arguments"}, or groups name/args/id
     tool_response: str | None = None  # regex with one group holding one tool response
     reasoning: str | None = None  # regex matched at the start of an assistant content: group 1 = reasoning
     stop: str | None = None  # regex of the end-of-turn marker(s) a generated response ends with
@@ -95,17 +95,38 @@ def _one_call(call: Any, raw: str, index: int) -> dict:
     return out
 
 
+def _named_call(m: re.Match) -> tuple[dict, str] | None:
+    """A call written with its name outside the JSON (groups ``name...``, ``args...``, ``id``):
+    ``[TOOL_CALLS]f[ARGS]{...}``, harmony's ``to=functions.f ... <|message|>{...}``."""
+    found = {k.rstrip("0123456789"): v for k, v in m.groupdict().items() if v is not None}
+    if "name" not in found or "args" not in found:
+        return None
+    call = {"name": found["name"].strip(), "arguments": json.loads(found["args"])}
+    if found.get("id"):
+        call["id"] = found["id"]
+    return call, found["args"]
+
+
 def _tool_calls(content: str, pattern: re.Pattern, index: int) -> tuple[str, list[dict]]:
-    """Remove the tool-call blocks from ``content``; each block's group 1 is a JSON object or a
-    JSON list of objects ``{"name", "arguments" | "parameters"[, "id"]}``."""
+    """Remove the tool-call blocks from ``content``; each block's group 1 (or group ``json``) is a
+    JSON object or a JSON list of objects ``{"name", "arguments" | "parameters"[, "id"]}``, or
+    the groups ``name`` and ``args`` (and ``id``) hold a call written around its JSON arguments."""
     calls = []
     for m in pattern.finditer(content):
         try:
-            call = json.loads(m.group(1))
+            named = _named_call(m)
         except json.JSONDecodeError as err:
-            raise ValueError(f"message {index}: malformed tool-call JSON {m.group(1)!r}: {err}") from None
+            raise ValueError(f"message {index}: malformed tool-call JSON {m.group(0)!r}: {err}") from None
+        if named is not None:
+            calls.append(_one_call(named[0], named[1], index))
+            continue
+        raw = m.group("json") if "json" in pattern.groupindex else m.group(1)
+        try:
+            call = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"message {index}: malformed tool-call JSON {raw!r}: {err}") from None
         for c in call if isinstance(call, list) else [call]:
-            calls.append(_one_call(c, m.group(1), index))
+            calls.append(_one_call(c, raw, index))
     return pattern.sub("", content), calls
 
 
@@ -209,12 +230,16 @@ BUILTIN_PARSERS = {
             ("tool", r"\[TOOL_RESULTS\](?P<content>.*?)(?:(?P<end>\[/TOOL_RESULTS\])|\Z)"),
             ("assistant", r"(?P<content>.*?)(?:(?P<end></s>)|(?=\[INST\]|\[TOOL_RESULTS\])|\Z)"),
         ),
-        stop=r"</s>", tool_call=r"\[TOOL_CALLS\]\s*(\[.*\])", detect=("[INST]",),
+        stop=r"</s>", detect=("[INST]",),
+        tool_call=(r"\[TOOL_CALLS\]\s*(?:(?P<json>\[.*\])|(?P<name>[^\[\]]+?)(?:\[CALL_ID\](?P<id>[^\[\]]+))?"
+                   r"\[ARGS\](?P<args>\{.*?\})(?=\[TOOL_CALLS\]|\s*\Z))"),  # v3 lists; v11+ name[ARGS]{...}
     ),
     "gpt_oss": ParserSpec(  # harmony: reasoning on the analysis channel, the answer on the final one
         "gpt_oss", turns=(), stop=r"<\|return\|>|<\|end\|>|<\|call\|>",
         reasoning=r"\A<\|channel\|>analysis<\|message\|>(.*?)<\|end\|>(?:<\|start\|>assistant)?",
         content=r"\A<\|channel\|>final<\|message\|>(.*)\Z", detect=("<|channel|>", "<|message|>"),
+        tool_call=(r"(?:\A\s*to=functions\.(?P<name>[^\s<]+)\s*<\|channel\|>commentary[^<]*|<\|channel\|>commentary\s+"
+                   r"to=functions\.(?P<name2>[^\s<]+)\s*(?:<\|constrain\|>[^<]*)?)<\|message\|>(?P<args>.*)"),
     ),
     "think": ParserSpec(  # any other template that knows inline reasoning
         "think", turns=(), reasoning=_THINK, detect=("</think>",),

@@ -122,7 +122,9 @@ def _tool_probe(renderer: Renderer) -> tuple[str, str]:
     m = _FRAGMENT_RE.search(full, max(0, c - 70), c)
     c = m.start() if m else c
     args_at = full.find("Vqzarg0")
-    if not 0 <= args_at < c:  # the renderings part before the call: nothing to learn from them
+    if args_at < 0:  # the template drops tool calls: what opens a tool reply after a text turn
+        return "", _reply_marker(renderer)
+    if not args_at < c:  # the renderings part before the call: nothing to learn from them
         return "", ""
     for m in MARKER_RE.finditer(full, max(0, args_at), c):
         if _OPENER_RE.search(m.group(0)):  # both go on with a turn opener: cut before it
@@ -136,6 +138,17 @@ def _tool_probe(renderer: Renderer) -> tuple[str, str]:
     for m in MARKER_RE.finditer(seg, args_at):
         end = m.group(0) if m.end() == len(seg) else ""
     return end, ""
+
+
+def _reply_marker(renderer: Renderer) -> str:
+    """The marker that opens a tool reply right after an assistant's text (ChatGLM's
+    ``<|tool|>``), or ''."""
+    full = _try_render(renderer, [_msg("user", _PROBE[0]), _msg("assistant", _PROBE[1]),
+                                  _msg("tool", _PROBE[4], tool_call_id="call0", name="probe_tool")])
+    if full is None or _PROBE[1] not in full:
+        return ""
+    after = first_marker(full, full.index(_PROBE[1]) + len(_PROBE[1]))
+    return after if after and _PROBE[4] not in after and not _OPENER_RE.search(after) else ""
 
 
 def _compute_profile(renderer: Renderer) -> TemplateProfile:

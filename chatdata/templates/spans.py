@@ -28,6 +28,7 @@ from .jinja_env import has_generation_tags
 from .profile import TemplateProfile, end_of_turn_text, template_profile
 from .render import Renderer, _check_chats, prepare_chat
 from .fast_turns import bounds_for, fast_path_ok
+from .parts import has_media, without_placeholders
 from .turns import tagged_spans_with_options, turn_spans
 
 __all__ = ["render_chats_with_spans", "assistant_spans", "template_profile", "end_of_turn_text",
@@ -112,6 +113,8 @@ def render_chats_with_spans(
                                 fast=fast)
             sp = turn_spans(renderer, chat, text, profile, mask_reasoning=mask_reasoning, mask_eot=mask_eot,
                             bounds=bounds)
+        if any(m.get("role") == "assistant" and has_media(m) for m in chat):
+            sp = without_placeholders(renderer, chat, text, sp)  # a placeholder is never learned
         texts.append(text)
         spans.append(sp)
     return texts, spans

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .errors import TemplateError, UnplaceableTurnError
+from .parts import message_texts
 from .profile import _FRAGMENT_RE, _OPENER_RE, MARKER_RE, TemplateProfile, common_prefix_len, first_marker
 from .render import Renderer
 
@@ -70,23 +71,28 @@ def _agreement(prefix: str | None, text: str) -> int:
 
 
 def _text_of(message: dict) -> str:
-    """The message's content as templates render it at least: stripped, without a leading
-    ``<think>...</think>`` block (several templates drop it)."""
-    content = message.get("content")
-    if not isinstance(content, str):
-        return ""
-    if "</think>" in content:
-        content = content.split("</think>", 1)[1]
-    return content.strip()
+    """The start of the message's content as templates render it at least: stripped, without a
+    leading ``<think>...</think>`` block (several templates drop it); for content given as parts,
+    its first text part."""
+    texts = message_texts(message)
+    return texts[0] if texts else ""
+
+
+def _texts_end(text: str, message: dict, pos: int) -> int | None:
+    """End of the message's last text in ``text``, its texts found in order from ``pos``; None
+    if one is missing."""
+    for body in message_texts(message):
+        j = text.find(body, pos)
+        if j < 0:
+            return None
+        pos = j + len(body)
+    return pos
 
 
 def _message_end(text: str, message: dict, pos: int) -> int:
     """End of ``message``'s content in ``text`` at or after ``pos``, or ``pos`` if not found."""
-    body = _text_of(message)
-    if not body:
-        return pos
-    j = text.find(body, pos)
-    return j + len(body) if j >= 0 else pos
+    end = _texts_end(text, message, pos)
+    return pos if end is None else end
 
 
 def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
@@ -123,7 +129,8 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
         body = _text_of(chat[k - 1])
         floor = _message_end(text, chat[k - 1], floor)
         if s >= floor:
-            return _skip_to_rest(text, s, prompt[s:], _next_bound(text, chat, k - 1, s))
+            start = _skip_to_rest(text, s, prompt[s:], _next_bound(text, chat, k - 1, s))
+            return start if start > s else _after_header(text, s, profile.header)
         if body and prompt is not None and body in prompt:
             # the prompt renders earlier text differently (a system prompt moved into the last
             # user turn): match what it writes after the previous message instead
@@ -139,6 +146,16 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
             if j >= 0:
                 return j + len(h)
     return None
+
+
+def _after_header(text: str, s: int, header: str) -> int:
+    """After the generation header when it follows ``s`` (after whitespace): the prompt closed
+    the previous turn where the history does not (a tool reply left open), else ``s``."""
+    i = s + len(text[s:]) - len(text[s:].lstrip())
+    for h in (header, header.strip()):
+        if h.strip() and text.startswith(h, i):
+            return i + len(h)
+    return s
 
 
 def _only_markup(text: str, a: int, b: int) -> bool:
@@ -210,6 +227,9 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
         c = _first_opener(text, max(c, owned), bound, max(c, owned))
     c = _trim_openers(text, s, c, chat[k])
     said = min(said, c)
+    closed = next((x for x in profile.stops if text[s:c].rstrip().endswith(x)), None)
+    if closed:  # the turn already ends with a stop marker (Hy3's eos after tool calls): no second one
+        return c, min(said, s + len(text[s:c].rstrip()) - len(closed))
     if k + 1 < len(chat):
         stop = first_marker(text, c)
         if stop and stop in profile.stops:
@@ -241,7 +261,7 @@ def _first_opener(text: str, lo: int, hi: int, default: int) -> int:
 
 def _owned_pieces(message: dict) -> list[str]:
     """The message's content, reasoning and tool-call argument values."""
-    pieces = [_text_of(message)] + _reasoning_texts(message)
+    pieces = message_texts(message) + _reasoning_texts(message)
     for call in message.get("tool_calls") or ():
         fn = call.get("function", call) if isinstance(call, dict) else None
         args = fn.get("arguments") if isinstance(fn, dict) else None
@@ -317,7 +337,7 @@ def _without_reasoning(text: str, s: int, e: int, message: dict) -> list[tuple[i
 
 
 def _has_work(message: dict) -> bool:
-    return bool(_text_of(message) or message.get("tool_calls") or _reasoning_texts(message))
+    return bool(message_texts(message) or message.get("tool_calls") or _reasoning_texts(message))
 
 
 def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfile, *,
@@ -397,7 +417,7 @@ def _stray_pieces(text: str, message: dict, s: int, e: int, limit: int, profile:
                   mask_eot: bool) -> list[tuple[int, int]]:
     """The message's content when the template writes it outside its turn, later, before the
     next assistant turn (Gemma-4 writes a tool-calling turn's text after the tool's reply)."""
-    body = _text_of(message)
+    body = _text_of(message) if isinstance(message.get("content"), str) else ""
     if not body or text.find(body, s, e) >= 0:
         return []
     j = text.find(body, e, limit)

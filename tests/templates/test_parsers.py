@@ -129,6 +129,17 @@ def test_parse_response_formats():
     mistral = parse_response('[TOOL_CALLS][{"name": "g", "arguments": {}, "id": "abcdefghi"}]</s>', BUILTIN_PARSERS["mistral"])
     assert mistral["tool_calls"] == [{"type": "function", "function": {"name": "g", "arguments": {}}, "id": "abcdefghi"}]
     assert mistral["content"] == ""
+    v11 = parse_response('[TOOL_CALLS]g[CALL_ID]abcdefghi[ARGS]{"a": 1}[TOOL_CALLS]h[ARGS]{}</s>', BUILTIN_PARSERS["mistral"])
+    assert v11["tool_calls"] == [{"type": "function", "function": {"name": "g", "arguments": {"a": 1}}, "id": "abcdefghi"},
+                                 {"type": "function", "function": {"name": "h", "arguments": {}}}]
+    with pytest.raises(ValueError, match="malformed tool-call JSON"):
+        parse_response('[TOOL_CALLS]g[ARGS]{"a": }</s>', BUILTIN_PARSERS["mistral"])
+    cut = parse_response('[TOOL_CALLS]g[ARGS]{"a": ', BUILTIN_PARSERS["mistral"])  # max_tokens hit: text kept
+    assert "tool_calls" not in cut and cut["content"] == '[TOOL_CALLS]g[ARGS]{"a": ' and cut["is_complete"] is False
+    for text in (' to=functions.f<|channel|>commentary json<|message|>{"q": "x"}<|call|>',
+                 '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"q": "x"}<|call|>'):
+        assert parse_response(text, BUILTIN_PARSERS["gpt_oss"])["tool_calls"] == [
+                {"type": "function", "function": {"name": "f", "arguments": {"q": "x"}}}]
     llama = parse_response('{"name": "h", "parameters": {"x": "y"}}<|eot_id|>', BUILTIN_PARSERS["llama3"])
     assert llama["tool_calls"] == [{"type": "function", "function": {"name": "h", "arguments": {"x": "y"}}}]
     harmony = parse_response("<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",

@@ -1,9 +1,11 @@
 """Per-token loss weights from weighted character spans.
 
 A token's weight is the largest weight of the spans it covers a character of (0 for a token no
-span touches), so ``weight > 0`` is exactly the assistant mask the same spans give. The masks
-come from the tokenizer's own mask pass (``mask_of``, the vectorised char -> token mapping of
-:mod:`.tokenization`), run once per distinct weight: usually one or two passes.
+span touches), so ``weight > 0`` is exactly the assistant mask the same spans give. With a fast
+tokenizer's encodings, each span's token range (the mask's own boundary tokens) is scattered once
+(:func:`weights_from_ranges`); with bare offsets, the tokenizer's mask pass (``mask_of``, the
+vectorised char -> token mapping of :mod:`.tokenization`) runs once per distinct weight
+(:func:`token_weights`).
 
 Example:
     >>> from chatdata.templates.tokenization import char_masks_to_token_masks
@@ -18,7 +20,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["token_weights", "piece_weight"]
+__all__ = ["token_weights", "weights_from_ranges", "piece_weight"]
 
 
 def _check(spans: Sequence[Sequence], span_weights: Sequence[Sequence[float]]) -> None:
@@ -52,6 +54,30 @@ def token_weights(mask_of: Callable[[Sequence[Sequence[tuple[int, int]]]], list[
         if got:
             acc = torch.maximum(acc, torch.cat(got).to(torch.float32) * w)
     return list(torch.split(acc, counts)) if counts else []
+
+
+def weights_from_ranges(ranges: Sequence[tuple[int, int, int]], counts: Sequence[int],
+                        spans: Sequence[Sequence[tuple[int, int]]], span_weights: Sequence[Sequence[float]]
+                        ) -> list[torch.Tensor]:
+    """float32 weights per token from each span's token range (``(first, end, span number)``,
+    tokens and spans numbered flat over all texts, as ``span_token_ranges`` gives them): one
+    scatter with ``amax``, whatever the number of distinct weights.
+
+    Example:
+        >>> weights_from_ranges([(0, 2, 0), (1, 3, 1)], [4], [[(0, 5), (5, 9)]], [[0.5, 2.0]])[0].tolist()
+        [0.5, 2.0, 2.0, 0.0]
+    """
+    _check(spans, span_weights)
+    out = torch.zeros(sum(counts), dtype=torch.float32)
+    if ranges:
+        flat_w = torch.tensor([float(w) for ws in span_weights for w in ws], dtype=torch.float32)
+        r = torch.tensor(ranges, dtype=torch.int64)
+        lens = r[:, 1] - r[:, 0]
+        total = int(lens.sum())
+        first = torch.repeat_interleave(r[:, 0] - (torch.cumsum(lens, 0) - lens), lens, output_size=total)
+        idx = torch.arange(total, dtype=torch.int64) + first
+        out.scatter_reduce_(0, idx, torch.repeat_interleave(flat_w[r[:, 2]], lens, output_size=total), reduce="amax")
+    return list(torch.split(out, list(counts)))
 
 
 def piece_weight(spans: Sequence[tuple[int, int]], weights: Sequence[float], a: int, b: int) -> float:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .token_weights import piece_weight, token_weights
+from .token_weights import piece_weight, token_weights, weights_from_ranges
 
 def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
                               offsets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -101,22 +101,34 @@ def _boundary_token(enc, pos: int, step: int, stop: int):
     return None
 
 
-def span_token_masks(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> list[torch.Tensor]:
-    """Assistant masks from character spans, asking each encoding only for the tokens at span
-    boundaries (a few per conversation) and filling all masks in one vectorised pass: a token
-    is masked from the one holding a span's first character to the one holding its last (what
-    transformers does for ``{% generation %}`` spans)."""
+def span_token_ranges(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> tuple[list, list[int]]:
+    """``([(first token, end token, span number), ...], tokens per text)``: each span's tokens,
+    numbered across all texts (flat), from the one holding its first character to the one
+    holding its last; spans that hold no token are left out. ``span number`` counts the spans
+    in order over all texts."""
     counts = [len(e) for e in encodings]
-    bounds, base = [], 0
+    bounds, base, k = [], 0, 0
     for enc, sp, n in zip(encodings, spans, counts):
         for s, e in sp:
+            k += 1
             if e <= s:
                 continue
             ts = _boundary_token(enc, s, 1, e)
             te = _boundary_token(enc, e - 1, -1, s - 1)
             if ts is not None and te is not None and te >= ts:
-                bounds.append((base + ts, base + te + 1))
+                bounds.append((base + ts, base + te + 1, k - 1))
         base += n
+    return bounds, counts
+
+
+def span_token_masks(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> list[torch.Tensor]:
+    """Assistant masks from character spans, asking each encoding only for the tokens at span
+    boundaries (a few per conversation) and filling all masks in one vectorised pass: a token
+    is masked from the one holding a span's first character to the one holding its last (what
+    transformers does for ``{% generation %}`` spans)."""
+    bounds, counts = span_token_ranges(encodings, spans)
+    base = sum(counts)
+    bounds = [b[:2] for b in bounds]
     diff = torch.zeros(base + 1, dtype=torch.int32)
     if bounds:
         b = torch.tensor(bounds, dtype=torch.int64)
@@ -206,12 +218,13 @@ def tokenize_chats(
             if isinstance(encs[0] if encs else None, torch.Tensor):
                 def mask_of(sp):
                     return char_masks_to_token_masks([len(t) for t in texts], sp, encs)
+                masks = mask_of(spans)
+                if span_weights is not None:
+                    weights = token_weights(mask_of, spans, span_weights, masks)
             else:
-                def mask_of(sp):
-                    return span_token_masks(encs, sp)
-            masks = mask_of(spans)
-            if span_weights is not None:
-                weights = token_weights(mask_of, spans, span_weights, masks)
+                masks = span_token_masks(encs, spans)
+                if span_weights is not None:
+                    weights = weights_from_ranges(*span_token_ranges(encs, spans), spans, span_weights)
         if truncation and max_length is not None:
             ids = [_truncate(t, max_length, side) for t in ids]
             masks = masks and [_truncate(m, max_length, side) for m in masks]

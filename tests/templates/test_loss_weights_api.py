@@ -185,7 +185,16 @@ def test_tokenize_chats_span_weights_checks_and_slow_path(qwen_tok):
         def encode(self, text, add_special_tokens=False):
             return qwen_tok.encode(text, add_special_tokens=add_special_tokens)
 
-    slow = tokenize_chats(texts, spans, Slow(), return_assistant_tokens_mask=True, span_weights=weights)
-    assert slow["input_ids"][0].tolist() == fast["input_ids"][0].tolist()
-    assert slow["loss_weights"][0].tolist() == fast["loss_weights"][0].tolist()
+    class OffsetsOnly:  # a fast tokenizer seen through __call__ only: the char -> token offsets path
+        is_fast = True
+        pad_token_id = qwen_tok.pad_token_id
+
+        def __call__(self, texts, **kw):
+            return qwen_tok(texts, **kw)
+
+    for other in (Slow(), OffsetsOnly()):
+        got = tokenize_chats(texts, spans, other, return_assistant_tokens_mask=True, span_weights=weights)
+        assert got["input_ids"][0].tolist() == fast["input_ids"][0].tolist()
+        assert got["loss_weights"][0].tolist() == fast["loss_weights"][0].tolist()
+        assert got["assistant_masks"][0].tolist() == fast["assistant_masks"][0].tolist()
     assert sorted(set(fast["loss_weights"][0].tolist())) == [0.0] + [w for w in weights[0]]

@@ -99,8 +99,9 @@ def render_chats_with_weights(
     ``train_on``, ``last_turn_only`` and ``loss_weights`` are those of
     :class:`~chatdata.templates.selection.TrainSelection` (or pass a ready ``selection``); the other
     arguments those of :func:`~chatdata.templates.render_chats_with_spans`. ``owners=True`` names the
-    message of every span (else assistant spans name it only when turns differ in weight). A turn
-    to train that cannot be placed raises :class:`~chatdata.templates.UnplaceableTurnError`.
+    message of every span where the turns can be placed (for views; assistant spans name it anyway
+    when turns differ in weight, and then a turn that cannot be placed raises). A turn to train that
+    cannot be placed raises :class:`~chatdata.templates.UnplaceableTurnError`.
     """
     sel = selection if selection is not None else TrainSelection(train_on, last_turn_only, loss_weights)
     common = dict(add_generation_prompt=add_generation_prompt, continue_final_message=continue_final_message,
@@ -125,14 +126,20 @@ def render_chats_with_weights(
 
         assistant = {weights[k] for k, m in enumerate(chat) if m.get("role") == "assistant"}
         items: list[WeightedSpan] = []
-        if sp and (owners or len(assistant) > 1):
+        needed = len(assistant) > 1  # assistant turns differ in weight: each span must know its turn
+        owned = None
+        if sp and (owners or needed):
             if fast is None:
                 fast = fast_path_ok(renderer, profile)
-            bounds = bounds_for(renderer, chat, text, profile, continued=bool(continue_final_message), where=where,
-                                fast=fast)
-            for (s, e), k in zip(sp, span_owners(bounds, sp, where)):
-                if weights[k] > 0:
-                    items.append(WeightedSpan(s, e, weights[k], k, "assistant"))
+            try:
+                bounds = bounds_for(renderer, chat, text, profile, continued=bool(continue_final_message),
+                                    where=where, fast=fast)
+                owned = span_owners(bounds, sp, where)
+            except UnplaceableTurnError:
+                if needed:
+                    raise
+        if owned is not None:
+            items = [WeightedSpan(s, e, weights[k], k, "assistant") for (s, e), k in zip(sp, owned) if weights[k] > 0]
         elif sp:
             w = assistant.pop() if assistant else 0.0
             if w > 0:

@@ -134,6 +134,9 @@ def _owner_problems(chat, text, spans):
         if s.role != "assistant":
             continue
         piece = text[s.start:s.end]
+        if s.message is None:
+            problems.append(f"assistant span {piece[:40]!r} belongs to no placed turn")
+            continue
         if chat[s.message]["role"] != "assistant":
             problems.append(f"assistant span {piece[:40]!r} owned by a {chat[s.message]['role']} message")
             continue

@@ -26,6 +26,7 @@ import torch
 
 from .token_weights import piece_weight, token_weights, weights_from_ranges
 
+
 def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
                               offsets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Per-token assistant masks from character spans and token offsets, vectorised.

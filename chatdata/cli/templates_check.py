@@ -11,8 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from .common import CLIError, color_enabled, load_tokenizer, load_tools
+from .common import CLIError, check_output, color_enabled, load_tokenizer, load_tools, say
 from .templates_matrix import add_arguments as add_matrix_arguments, run_all
+from .train_flags import add_selection_flags, selection_from_args
 
 HELP = "inspect chat templates: `templates check` shows what a model learns (the trained spans)"
 EXAMPLE = """examples:
@@ -20,6 +21,8 @@ EXAMPLE = """examples:
   chatdata templates check path/to/chat_template.jinja --tokenizer path/to/tokenizer
   chatdata templates check path/to/tokenizer          # the tokenizer's own template
   chatdata templates check qwen --no-eot --no-reasoning
+  chatdata templates check qwen --train-on assistant,tool --loss-weight tool=0.2
+  chatdata templates check path/to/tokenizer --html report.html   # token chips, one self-contained page
   chatdata templates check --all                      # every test template -> docs/templates.md"""
 
 
@@ -40,6 +43,10 @@ def add_parser(sub):
     c.add_argument("--no-eot", action="store_true", help="mask_eot=False: do not train the end of turns")
     c.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight trained spans")
     add_matrix_arguments(c)  # --all: the whole template matrix (chatdata/cli/templates_matrix.py)
+    c.add_argument("--html", metavar="FILE", help="write the report as a self-contained HTML page of token chips "
+                   "(coloured by role and loss weight; tokens of --tokenizer, default the packaged Qwen2.5 one)")
+    c.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
+    add_selection_flags(c)
     c.set_defaults(func=run)
     return p
 
@@ -74,14 +81,25 @@ def run(args):
         return run_all(args)
     if args.target is None:
         raise CLIError("give a template name, a .jinja file or a tokenizer folder, or --all")
+    selection = selection_from_args(args)
+    if args.html:
+        check_output(args.html, args.overwrite, kind="file")
     template, tok = _template_and_tokenizer(args.target, args.tokenizer)
     tools = load_tools(args.tools)
     try:
         sections = check_template(template, tokenizer=tok, tools=tools, mask_reasoning=not args.no_reasoning,
-                                  mask_eot=not args.no_eot)
+                                  mask_eot=not args.no_eot, selection=selection)
         sections += rollout_section(template, tokenizer=tok, tools=tools)  # per-template facts of chatdata.rollout
     except TemplateError as err:
         raise CLIError(f"{args.target}: {err}") from None
+    if args.html:
+        from ..view import report_sections, write_html
+
+        view = report_sections(sections, tok if tok is not None else load_tokenizer(None))
+        write_html(args.html, f"chatdata templates check {args.target}", view,
+                   "what a model trained on this template's renderings learns: probe chats, token by token")
+        say(f"wrote {args.html}: {len(view)} sections, {sum(len(v.chips) for v in view):,} tokens")
+        return 0
     color = args.color == "always" or (args.color == "auto" and color_enabled(sys.stdout))
     start, end = ("\x1b[30;42m", "\x1b[0m") if color else ("«", "»")
     out = []

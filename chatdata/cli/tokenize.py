@@ -3,8 +3,9 @@
 Conversations are rendered with the chat template (the tokenizer's own, or ``--template``),
 tokenised in batches by the fast tokenizer, and the assistant mask of every token computed
 from the rendered assistant spans. The output folder is a ragged stack saved in chatdata's
-format: ``input_ids`` (int32) and ``assistant_masks`` (bool), one flat file each, plus int64
-conversation offsets; it loads lazily::
+format: ``input_ids`` (int32) and ``assistant_masks`` (bool), one flat file each (plus a float32
+``loss_weights`` column when ``--loss-weight`` / ``--message-weights`` / ``--final-answer-only``
+ask for weights), plus int64 conversation offsets; it loads lazily::
 
     from chatdata.td import load_memmap
     tokens = load_memmap("tokens/")          # RaggedTensorDict, batch (n_conversations, -1)
@@ -21,6 +22,7 @@ import torch
 from .common import (CLIError, check_output, dataset_chunks, load_history, load_tokenizer, load_tools, plural,
                      resolve_template, say)
 from .progress import Progress, human_count
+from .train_flags import add_selection_flags, selection_from_args
 
 MAX_REPORTED = 20
 
@@ -29,6 +31,8 @@ EXAMPLE = """examples:
   chatdata tokenize ds/ tokens/ --tokenizer path/to/Qwen2.5-7B-Instruct
   chatdata tokenize ds/ tokens/ --tokenizer tok/ --template chatml_format --max-length 4096
   chatdata tokenize ds/ tokens/ --skip-bad          # leave out conversations the template rejects
+  chatdata tokenize ds/ tokens/ --train-on assistant,tool --loss-weight tool=0.2   # + a loss_weights column
+  chatdata tokenize ds/ tokens/ --last-turn-only    # only the last assistant turn of each conversation
   chatdata tokenize corpus/ tokens/ --tokenizer tok/ --ray            # a local Ray cluster
   chatdata tokenize corpus/ tokens/ --tokenizer tok/ --ray head:6379  # an existing one
 
@@ -66,6 +70,7 @@ def add_parser(sub):
     p.add_argument("--shard-size", type=int, default=100_000, metavar="N",
                    help="with --ray: conversations per output shard (default 100000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    add_selection_flags(p)
     p.set_defaults(func=run)
     return p
 
@@ -80,12 +85,16 @@ class TokenizeStats:
 
 
 def _encode(chats, template, tools, tokenizer, mask_options):
-    from ..templates import render_chats_with_spans, tokenize_chats
+    """(ids, masks, loss weights or None) of ``chats``; ``mask_options`` holds mask_reasoning,
+    mask_eot and the TrainSelection ``selection``."""
+    from ..templates import render_chats_with_weights, tokenize_chats
 
-    texts, spans = render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer,
-                                           add_generation_prompt=False, **mask_options)
-    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True)
-    return enc["input_ids"], enc["assistant_masks"]
+    texts, weighted = render_chats_with_weights(chats, template, tools=tools, tokenizer=tokenizer,
+                                                add_generation_prompt=False, **mask_options)
+    spans = [[(w.start, w.end) for w in ws] for ws in weighted]
+    span_weights = [[w.weight for w in ws] for ws in weighted] if mask_options["selection"].writes_weights else None
+    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True, span_weights=span_weights)
+    return enc["input_ids"], enc["assistant_masks"], enc.get("loss_weights")
 
 
 def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool, stats, mask_options):
@@ -98,10 +107,10 @@ def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool,
         return _encode(chats, template, tools, tokenizer, mask_options)
     except (TemplateError, ValueError):
         pass
-    ids, masks = [], []
+    ids, masks, weights = [], [], []
     for j, chat in enumerate(chats):
         try:
-            i, m = _encode([chat], template, tools, tokenizer, mask_options)
+            i, m, w = _encode([chat], template, tools, tokenizer, mask_options)
         except (TemplateError, ValueError) as err:
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             if not skip_bad:
@@ -111,19 +120,27 @@ def _encode_batch(chats, first: int, template, tools, tokenizer, skip_bad: bool,
             continue
         ids += i
         masks += m
-    return ids, masks
+        weights += w or []
+    return ids, masks, (weights if mask_options["selection"].writes_weights else None)
 
 
 def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_length=None, batch_size: int = 512,
                      overwrite: bool = True, progress=None, skip_bad: bool = False,
-                     allow_empty: bool = True, mask_reasoning: bool = True, mask_eot: bool = True) -> TokenizeStats:
+                     allow_empty: bool = True, mask_reasoning: bool = True, mask_eot: bool = True,
+                     selection=None) -> TokenizeStats:
     """Tokenise the History ``ds`` (a dataset or a path) into the folder ``out``; the mask options
-    are those of ``History.apply_chat_template``.
+    are those of ``History.apply_chat_template``, ``selection`` a ``TrainSelection`` (default:
+    the assistant's turns); one that sets loss weights adds a float32 ``loss_weights`` column.
 
     A conversation the template rejects stops the run with an error naming it (nothing is
     written), or with ``skip_bad`` is left out and listed in ``stats.skipped``."""
     from ..td import TensorDict, RaggedTensorDict
     from ..td.storage import StreamWriter
+    from ..templates import TrainSelection
+
+    selection = selection if selection is not None else TrainSelection()
+    weighted = selection.writes_weights
+    columns = ("input_ids", "assistant_masks") + (("loss_weights",) if weighted else ())
 
     h = load_history(ds) if isinstance(ds, (str, Path)) else ds
     out = Path(out)
@@ -135,21 +152,26 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
     stats = TokenizeStats()
     bar = Progress("tokenizing", total=n, unit="conversations", item_name="tokens", enabled=progress)
     start = time.perf_counter()
-    with StreamWriter(out, columns=("input_ids", "assistant_masks")) as w:
+    with StreamWriter(out, columns=columns) as w:
         for a, chunk in dataset_chunks(h, batch_size):
             chats = chunk.to_chats()
-            ids, masks = _encode_batch(chats, a, template, tools, tokenizer, skip_bad, stats,
-                                       {"mask_reasoning": mask_reasoning, "mask_eot": mask_eot})
+            ids, masks, wts = _encode_batch(chats, a, template, tools, tokenizer, skip_bad, stats,
+                                            {"mask_reasoning": mask_reasoning, "mask_eot": mask_eot,
+                                             "selection": selection})
             if max_length is not None:
                 ids = [t[:max_length] for t in ids]
                 masks = [m[:max_length] for m in masks]
+                wts = wts and [t[:max_length] for t in wts]
             lengths = torch.tensor([len(t) for t in ids], dtype=torch.int64)
             offsets = torch.zeros(len(ids) + 1, dtype=torch.int64)
             torch.cumsum(lengths, 0, out=offsets[1:])
             flat_ids = torch.cat(ids).to(torch.int32) if ids else torch.zeros(0, dtype=torch.int32)
             flat_mask = torch.cat(masks).to(torch.bool) if masks else torch.zeros(0, dtype=torch.bool)
             if ids:
-                vals = TensorDict({"input_ids": flat_ids, "assistant_masks": flat_mask}, [flat_ids.numel()])
+                cols = {"input_ids": flat_ids, "assistant_masks": flat_mask}
+                if weighted:
+                    cols["loss_weights"] = torch.cat(wts).to(torch.float32)
+                vals = TensorDict(cols, [flat_ids.numel()])
                 w.append(RaggedTensorDict(vals, offsets))
             stats.conversations += len(ids)
             stats.tokens += flat_ids.numel()
@@ -159,9 +181,10 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
             if n and stats.skipped:
                 raise CLIError(f"every conversation was rejected by the template; first: conversation "
                                f"{stats.skipped[0][0]}: {stats.skipped[0][1]}")
-            w.append(RaggedTensorDict(TensorDict({"input_ids": torch.zeros(0, dtype=torch.int32),
-                                                  "assistant_masks": torch.zeros(0, dtype=torch.bool)}, [0]),
-                                      torch.zeros(1, dtype=torch.int64)))
+            empty = {"input_ids": torch.zeros(0, dtype=torch.int32), "assistant_masks": torch.zeros(0, dtype=torch.bool)}
+            if weighted:
+                empty["loss_weights"] = torch.zeros(0, dtype=torch.float32)
+            w.append(RaggedTensorDict(TensorDict(empty, [0]), torch.zeros(1, dtype=torch.int64)))
     bar.close()
     stats.seconds = time.perf_counter() - start
     return stats
@@ -195,14 +218,31 @@ def _run_on_ray(args) -> int:
     return 0
 
 
+def _describe(selection) -> str:
+    parts = [",".join(selection.train_on)]
+    if selection.last_turn_only:
+        parts.append("last turn only")
+    lw = selection.loss_weights
+    if isinstance(lw, dict):
+        parts.append("weights " + ", ".join(f"{r}={w:g}" for r, w in lw.items()))
+    elif lw is True:
+        parts.append("message weights")
+    elif callable(lw):
+        parts.append(getattr(lw, "__name__", "weights").replace("_", " "))
+    return "; ".join(parts)
+
+
 def run(args) -> int:
     if args.batch_size <= 0:
         raise CLIError("--batch-size must be > 0")
     if args.max_length is not None and args.max_length <= 0:
         raise CLIError("--max-length must be > 0")
+    selection = selection_from_args(args)
     if args.ray is not None:
-        if args.no_reasoning or args.no_eot:
-            raise CLIError("--no-reasoning / --no-eot are not supported with --ray yet", code=2)
+        if args.no_reasoning or args.no_eot or not selection.is_default:
+            raise CLIError("--no-reasoning / --no-eot and the what-is-trained flags (--train-on, --last-turn-only, "
+                           "--final-answer-only, --loss-weight, --message-weights) are not supported with --ray yet",
+                           code=2)
         return _run_on_ray(args)
     h = load_history(args.ds)
     tok = load_tokenizer(args.tokenizer)
@@ -214,12 +254,13 @@ def run(args) -> int:
     stats = tokenize_dataset(h, args.out, tok, template, tools=tools, max_length=args.max_length,
                              batch_size=args.batch_size, overwrite=args.overwrite, skip_bad=args.skip_bad,
                              allow_empty=args.allow_empty, mask_reasoning=not args.no_reasoning,
-                             mask_eot=not args.no_eot)
+                             mask_eot=not args.no_eot, selection=selection)
     if not args.quiet:
         rate = stats.tokens / max(stats.seconds, 1e-9)
         share = 100 * stats.trained / max(stats.tokens, 1)
         say(f"tokenized {plural(stats.conversations, 'conversation')} into {args.out}: "
-            f"{plural(stats.tokens, 'token')} ({share:.1f}% trained by the assistant mask) "
+            f"{plural(stats.tokens, 'token')} ({share:.1f}% trained by the mask"
+            f"{'' if selection.is_default else ': ' + _describe(selection)}) "
             f"in {stats.seconds:.2f} s, {human_count(rate)} tokens/s")
     if stats.skipped:
         import sys

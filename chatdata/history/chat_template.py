@@ -14,7 +14,7 @@ from ..td import RaggedTensorDict, TensorDict
 
 __all__ = ["apply_chat_template", "parse_text", "template_name_for"]
 
-_KEYS = ("input_ids", "attention_mask", "assistant_masks")
+_KEYS = ("input_ids", "attention_mask", "assistant_masks", "loss_weights")
 
 
 def _chats_of(history) -> tuple[list, bool]:
@@ -34,11 +34,11 @@ def _chats_of(history) -> tuple[list, bool]:
     return chats, single
 
 
-def _ragged(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _ragged(seqs: list[torch.Tensor], empty_dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, torch.Tensor]:
     offsets = torch.zeros(len(seqs) + 1, dtype=torch.int64)
     if seqs:
         torch.cumsum(torch.tensor([len(s) for s in seqs], dtype=torch.int64), 0, out=offsets[1:])
-    flat = torch.cat(seqs) if seqs else torch.zeros(0, dtype=torch.int64)
+    flat = torch.cat(seqs) if seqs else torch.zeros(0, dtype=empty_dtype)
     return flat, offsets
 
 
@@ -61,13 +61,25 @@ def apply_chat_template(
     documents: Any = None,
     mask_reasoning: bool = True,
     mask_eot: bool = True,
+    train_on: Any = "assistant",
+    last_turn_only: bool = False,
+    loss_weights: Any = None,
     **template_kwargs: Any,
 ):
     """See :meth:`chatdata.History.apply_chat_template`. With ``return_assistant_tokens_mask``,
     ``mask_reasoning=False`` leaves rendered reasoning untrained and ``mask_eot=False`` the end of
-    each turn (content-only masks, as torchrl's History gives)."""
-    from ..templates import render_chats, render_chats_with_spans, resolve_chat_template, tokenize_chats
+    each turn (content-only masks, as torchrl's History gives). ``train_on``, ``last_turn_only``
+    and ``loss_weights`` choose the trained turns and their weights (they imply
+    ``return_assistant_tokens_mask``; ``loss_weights`` adds a float ``loss_weights`` column)."""
+    from ..templates import (TrainSelection, render_chats, render_chats_with_weights, resolve_chat_template,
+                             tokenize_chats)
 
+    selection = TrainSelection(train_on, last_turn_only, loss_weights)
+    if not selection.is_default:
+        if tokenize is False:
+            raise ValueError("train_on / last_turn_only / loss_weights choose the trained tokens: they need "
+                             "tokenize=True (they imply return_assistant_tokens_mask=True)")
+        return_assistant_tokens_mask = True
     chats, single = _chats_of(history)
     template = resolve_chat_template(tokenizer, chat_template, chat_template_name, tools)
     if continue_final_message:
@@ -83,14 +95,20 @@ def apply_chat_template(
         raise ValueError("tokenize=True needs a tokenizer")
     if return_tensors not in (None, "pt"):
         raise ValueError(f"return_tensors must be None or 'pt' (torch tensors), got {return_tensors!r}")
+    span_weights = None
     if return_assistant_tokens_mask:
-        texts, spans = render_chats_with_spans(chats, template, continue_final_message=continue_final_message,
-                                               mask_reasoning=mask_reasoning, mask_eot=mask_eot, **common)
+        texts, weighted = render_chats_with_weights(chats, template, continue_final_message=continue_final_message,
+                                                    mask_reasoning=mask_reasoning, mask_eot=mask_eot,
+                                                    selection=selection, **common)
+        spans = [[(w.start, w.end) for w in ws] for ws in weighted]
+        if selection.writes_weights:
+            span_weights = [[w.weight for w in ws] for ws in weighted]
     else:
         texts = render_chats(chats, template, continue_final_message=continue_final_message, **common)
         spans = None
     out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=bool(truncation),
-                         max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask)
+                         max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask,
+                         span_weights=span_weights)
     if return_dict is None:
         return_dict = bool(return_assistant_tokens_mask)
     keys = [k for k in _KEYS if k in out]
@@ -107,7 +125,7 @@ def apply_chat_template(
     flat = {}
     offsets = None
     for k in keys:
-        flat[k], offsets = _ragged(out[k])
+        flat[k], offsets = _ragged(out[k], torch.float32 if k == "loss_weights" else torch.int64)
     if not return_dict:
         return torch.nested.nested_tensor_from_jagged(flat["input_ids"], offsets)
     values = TensorDict._new_unsafe(flat, flat["input_ids"].shape[:1], None)

@@ -440,6 +440,9 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         return_assistant_tokens_mask: bool = False,
         tools: Any = None,
         documents: Any = None,
+        train_on: Any = "assistant",
+        last_turn_only: bool = False,
+        loss_weights: Any = None,
         **template_kwargs: Any,
     ):
         """Render (and optionally tokenise) the conversations with a chat template.
@@ -469,6 +472,14 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         the end of the turn out (``mask_eot=False`` gives torchrl's content-only masks); see
         ``docs/masks.md``. A turn that cannot be placed raises ``UnplaceableTurnError``.
 
+        Beyond the assistant (they imply ``return_assistant_tokens_mask=True``; the mask is then
+        "trained", whatever the role): ``train_on=["assistant", "tool"]`` also trains the roles it
+        names (their content as the template renders it, and the end of their turn), never a role
+        header; ``last_turn_only=True`` trains only the last trained turn; ``loss_weights`` --
+        ``{"assistant": 1.0, "tool": 0.2}`` per role, ``True`` (each message's own ``"weight"``
+        key), or a callable ``(chat, k) -> float`` per turn -- adds a float32 ``loss_weights``
+        column (0 where the mask is 0). See :class:`chatdata.templates.TrainSelection`.
+
         Example:
             >>> h = History.from_chats([{"role": "user", "content": "hi"}])
             >>> h.apply_chat_template(chat_template_name="chatml_format")
@@ -482,7 +493,7 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
             tokenize=tokenize, padding=padding, truncation=truncation, max_length=max_length,
             return_tensors=return_tensors, return_dict=return_dict,
             return_assistant_tokens_mask=return_assistant_tokens_mask, tools=tools, documents=documents,
-            **template_kwargs,
+            train_on=train_on, last_turn_only=last_turn_only, loss_weights=loss_weights, **template_kwargs,
         )
 
 

@@ -13,11 +13,14 @@ from .registry import add_chat_template, get_chat_template, list_chat_templates,
 from .render import Renderer, render_chats, render_chats_detailed
 from .profile import TemplateProfile, template_profile
 from .spans import assistant_spans, render_chats_with_spans
+from .selection import TrainSelection, final_answer
 from .tokenization import char_masks_to_token_masks, tokenize_chats
+from .weighted_spans import WeightedSpan, render_chats_with_weights
 
 __all__ = [
     "TemplateError", "UnplaceableTurnError", "TemplateProfile", "template_profile", "compile_template", "has_generation_tags", "ParserSpec", "parse_chat_text",
     "add_chat_template", "get_chat_template", "list_chat_templates", "resolve_chat_template",
     "Renderer", "render_chats", "render_chats_detailed", "assistant_spans", "render_chats_with_spans",
-    "char_masks_to_token_masks", "tokenize_chats",
+    "char_masks_to_token_masks", "tokenize_chats", "TrainSelection", "final_answer", "WeightedSpan",
+    "render_chats_with_weights",
 ]

@@ -26,7 +26,9 @@ from .jinja_env import has_generation_tags
 from .probes import KINDS, PROBE_TOOL, probe_chats, tool_name_of
 from .profile import TemplateProfile, template_profile
 from .render import Renderer
-from .spans import render_chats_with_spans, template_label
+from .selection import TrainSelection
+from .spans import template_label
+from .weighted_spans import render_chats_with_weights
 
 
 @dataclasses.dataclass
@@ -38,6 +40,7 @@ class Section:
     lines: list = dataclasses.field(default_factory=list)
     text: str | None = None
     spans: list = dataclasses.field(default_factory=list)
+    weighted: list = dataclasses.field(default_factory=list)  # the spans as WeightedSpan (weight, message, role)
 
 
 @dataclasses.dataclass
@@ -52,6 +55,7 @@ class CheckContext:
     mask_reasoning: bool
     mask_eot: bool
     template_kwargs: dict
+    selection: TrainSelection | None = None
 
 
 def _facts(ctx: CheckContext) -> list[Section]:
@@ -81,9 +85,10 @@ def _probes(ctx: CheckContext) -> list[Section]:
             err = None
             for tools in ((ctx.tools,) if kind == "tools" else (None, ctx.tools)):  # tool_use templates need tools
                 try:
-                    texts, spans = render_chats_with_spans(
+                    texts, weighted = render_chats_with_weights(
                         [chat], ctx.template, tools=tools, tokenizer=ctx.tokenizer, mask_reasoning=ctx.mask_reasoning,
-                        mask_eot=ctx.mask_eot, **ctx.template_kwargs)
+                        mask_eot=ctx.mask_eot, selection=ctx.selection, owners=True, **ctx.template_kwargs)
+                    spans = [[(w.start, w.end) for w in weighted[0]]]
                     err = None
                     break
                 except TemplateError as e:
@@ -92,7 +97,8 @@ def _probes(ctx: CheckContext) -> list[Section]:
                 out.append(Section(title, [f"cannot render / mask this chat: {err}"]))
                 break
             trained = sum(e - s for s, e in spans[0])
-            out.append(Section(title, [f"{len(spans[0])} trained spans, {trained} characters"], texts[0], spans[0]))
+            out.append(Section(title, [f"{len(spans[0])} trained spans, {trained} characters"], texts[0], spans[0],
+                               weighted[0]))
             if kind != "reasoning":
                 break
     return out
@@ -102,9 +108,11 @@ SECTION_BUILDERS: list[Callable[[CheckContext], list[Section]]] = [_facts, _prob
 
 
 def check_template(template: str, *, tokenizer: Any = None, tools: Any = None, mask_reasoning: bool = True,
-                   mask_eot: bool = True, **template_kwargs: Any) -> list[Section]:
+                   mask_eot: bool = True, selection: TrainSelection | None = None,
+                   **template_kwargs: Any) -> list[Section]:
     """The report of ``template``: a list of :class:`Section` (see the module docstring).
-    ``tools`` default to a probe tool.
+    ``tools`` default to a probe tool; ``selection`` chooses the trained turns (default: the
+    assistant's, see :class:`~chatdata.templates.TrainSelection`).
 
     Example:
         >>> from chatdata.templates import get_chat_template
@@ -115,7 +123,8 @@ def check_template(template: str, *, tokenizer: Any = None, tools: Any = None, m
     tools = tools if tools is not None else [PROBE_TOOL]
     renderer = Renderer(template, tools=tools, tokenizer=tokenizer, **template_kwargs)
     profile = None if has_generation_tags(template) else template_profile(renderer)
-    ctx = CheckContext(template, renderer, profile, tools, tokenizer, mask_reasoning, mask_eot, template_kwargs)
+    ctx = CheckContext(template, renderer, profile, tools, tokenizer, mask_reasoning, mask_eot, template_kwargs,
+                       selection if selection is not None else TrainSelection())
     return [s for build in SECTION_BUILDERS for s in build(ctx)]
 
 

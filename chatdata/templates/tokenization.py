@@ -24,6 +24,8 @@ from typing import Any, Sequence
 
 import torch
 
+from .token_weights import piece_weight, token_weights, weights_from_ranges
+
 
 def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
                               offsets: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -100,22 +102,34 @@ def _boundary_token(enc, pos: int, step: int, stop: int):
     return None
 
 
-def span_token_masks(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> list[torch.Tensor]:
-    """Assistant masks from character spans, asking each encoding only for the tokens at span
-    boundaries (a few per conversation) and filling all masks in one vectorised pass: a token
-    is masked from the one holding a span's first character to the one holding its last (what
-    transformers does for ``{% generation %}`` spans)."""
+def span_token_ranges(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> tuple[list, list[int]]:
+    """``([(first token, end token, span number), ...], tokens per text)``: each span's tokens,
+    numbered across all texts (flat), from the one holding its first character to the one
+    holding its last; spans that hold no token are left out. ``span number`` counts the spans
+    in order over all texts."""
     counts = [len(e) for e in encodings]
-    bounds, base = [], 0
+    bounds, base, k = [], 0, 0
     for enc, sp, n in zip(encodings, spans, counts):
         for s, e in sp:
+            k += 1
             if e <= s:
                 continue
             ts = _boundary_token(enc, s, 1, e)
             te = _boundary_token(enc, e - 1, -1, s - 1)
             if ts is not None and te is not None and te >= ts:
-                bounds.append((base + ts, base + te + 1))
+                bounds.append((base + ts, base + te + 1, k - 1))
         base += n
+    return bounds, counts
+
+
+def span_token_masks(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> list[torch.Tensor]:
+    """Assistant masks from character spans, asking each encoding only for the tokens at span
+    boundaries (a few per conversation) and filling all masks in one vectorised pass: a token
+    is masked from the one holding a span's first character to the one holding its last (what
+    transformers does for ``{% generation %}`` spans)."""
+    bounds, counts = span_token_ranges(encodings, spans)
+    base = sum(counts)
+    bounds = [b[:2] for b in bounds]
     diff = torch.zeros(base + 1, dtype=torch.int32)
     if bounds:
         b = torch.tensor(bounds, dtype=torch.int64)
@@ -125,16 +139,20 @@ def span_token_masks(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> l
     return list(torch.split(mask, counts))
 
 
-def _encode_piecewise(tokenizer: Any, text: str, spans: Sequence[tuple[int, int]]):
+def _encode_piecewise(tokenizer: Any, text: str, spans: Sequence[tuple[int, int]], weights=None):
     cuts = sorted({0, len(text), *(p for s in spans for p in s if 0 <= p <= len(text))})
     ids: list[int] = []
     mask: list[int] = []
+    wts: list[float] = []
     for a, b in zip(cuts[:-1], cuts[1:]):
         inside = any(s <= a and b <= e for s, e in spans)
         piece = tokenizer.encode(text[a:b], add_special_tokens=False)
         ids.extend(piece)
         mask.extend([int(inside)] * len(piece))
-    return torch.tensor(ids, dtype=torch.int64), torch.tensor(mask, dtype=torch.int64)
+        if weights is not None:
+            wts.extend([piece_weight(spans, weights, a, b)] * len(piece))
+    out = torch.tensor(ids, dtype=torch.int64), torch.tensor(mask, dtype=torch.int64)
+    return out + (torch.tensor(wts, dtype=torch.float32),) if weights is not None else out
 
 
 def _truncate(t: torch.Tensor, max_length: int, side: str) -> torch.Tensor:
@@ -144,7 +162,7 @@ def _truncate(t: torch.Tensor, max_length: int, side: str) -> torch.Tensor:
 
 
 def _pad(seqs: list[torch.Tensor], length: int, value: int, side: str) -> torch.Tensor:
-    out = torch.full((len(seqs), length), value, dtype=torch.int64)
+    out = torch.full((len(seqs), length), value, dtype=seqs[0].dtype if seqs else torch.int64)
     for i, s in enumerate(seqs):
         n = min(len(s), length)
         if side == "left":
@@ -163,13 +181,17 @@ def tokenize_chats(
     truncation: bool = False,
     max_length: int | None = None,
     return_assistant_tokens_mask: bool = False,
+    span_weights: Sequence[Sequence[float]] | None = None,
 ) -> dict:
     """Tokenise rendered chats (no special tokens added) and build assistant token masks.
 
-    Returns ``{"input_ids", "attention_mask"[, "assistant_masks"]}``: lists of 1-D int64
-    tensors, or 2-D tensors padded on ``tokenizer.padding_side`` with ``tokenizer.pad_token_id``
-    when ``padding`` is ``True``/``"longest"``/``"max_length"``. Truncation (``truncation=True``
-    with ``max_length``) cuts ids and masks together on ``tokenizer.truncation_side``.
+    Returns ``{"input_ids", "attention_mask"[, "assistant_masks"][, "loss_weights"]}``: lists of
+    1-D int64 tensors, or 2-D tensors padded on ``tokenizer.padding_side`` with
+    ``tokenizer.pad_token_id`` when ``padding`` is ``True``/``"longest"``/``"max_length"``.
+    Truncation (``truncation=True`` with ``max_length``) cuts ids and masks together on
+    ``tokenizer.truncation_side``. ``span_weights`` (one float per span, with
+    ``return_assistant_tokens_mask``) adds float32 ``loss_weights`` per token (see
+    :mod:`.token_weights`; 0.0 on padding).
 
     Example:
         >>> from chatdata.templates import render_chats_with_spans, get_chat_template
@@ -184,30 +206,46 @@ def tokenize_chats(
     if return_assistant_tokens_mask:
         if spans is None or len(spans) != len(texts):
             raise ValueError("return_assistant_tokens_mask=True needs one list of spans per text")
+    elif span_weights is not None:
+        raise ValueError("span_weights weigh the trained spans: pass return_assistant_tokens_mask=True too")
     if truncation and max_length is None:
         max_length = getattr(tokenizer, "model_max_length", None)
     side = getattr(tokenizer, "truncation_side", "right")
     if getattr(tokenizer, "is_fast", False):
         with _gc_paused():  # millions of new ints and lists: no point scanning them mid-flight
             ids, encs = _encode_fast(tokenizer, texts, bool(truncation), max_length)
-        masks = None
+        masks = weights = None
         if return_assistant_tokens_mask:
-            masks = (char_masks_to_token_masks([len(t) for t in texts], spans, encs)
-                     if isinstance(encs[0] if encs else None, torch.Tensor) else span_token_masks(encs, spans))
+            if isinstance(encs[0] if encs else None, torch.Tensor):
+                def mask_of(sp):
+                    return char_masks_to_token_masks([len(t) for t in texts], sp, encs)
+                masks = mask_of(spans)
+                if span_weights is not None:
+                    weights = token_weights(mask_of, spans, span_weights, masks)
+            else:
+                masks = span_token_masks(encs, spans)
+                if span_weights is not None:
+                    weights = weights_from_ranges(*span_token_ranges(encs, spans), spans, span_weights)
         if truncation and max_length is not None:
             ids = [_truncate(t, max_length, side) for t in ids]
             masks = masks and [_truncate(m, max_length, side) for m in masks]
+            weights = weights and [_truncate(w, max_length, side) for w in weights]
     else:
-        pairs = [_encode_piecewise(tokenizer, t, sp if return_assistant_tokens_mask else [])
-                 for t, sp in zip(texts, spans or [[]] * len(texts))]
+        with_weights = return_assistant_tokens_mask and span_weights is not None
+        pairs = [_encode_piecewise(tokenizer, t, sp if return_assistant_tokens_mask else [], ws if with_weights else None)
+                 for t, sp, ws in zip(texts, spans or [[]] * len(texts), span_weights or [None] * len(texts))]
         ids = [p[0] for p in pairs]
         masks = [p[1] for p in pairs] if return_assistant_tokens_mask else None
+        weights = [p[2] for p in pairs] if with_weights else None
         if truncation and max_length is not None:
             ids = [_truncate(t, max_length, side) for t in ids]
             masks = masks and [_truncate(m, max_length, side) for m in masks]
+            weights = weights and [_truncate(w, max_length, side) for w in weights]
     out: dict[str, Any] = {"input_ids": ids, "attention_mask": [torch.ones_like(t) for t in ids]}
     if masks is not None:
         out["assistant_masks"] = masks
+    if weights is not None:
+        out["loss_weights"] = weights
     if padding:
         if padding == "max_length":
             if max_length is None:
@@ -225,4 +263,6 @@ def tokenize_chats(
         out["attention_mask"] = _pad(out["attention_mask"], length, 0, pside)
         if masks is not None:
             out["assistant_masks"] = _pad(masks, length, 0, pside)
+        if weights is not None:
+            out["loss_weights"] = _pad(weights, length, 0, pside)
     return out

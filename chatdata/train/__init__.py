@@ -13,6 +13,7 @@ from .concat import ConcatTokenDataset
 from .dataset import IGNORE_INDEX, TokenDataset, TokenRows
 from .packing import PackingPlan, pack
 from .sampler import PackedBatchSampler
+from .weighted_loss import weighted_causal_lm_loss
 
 __all__ = ["TokenDataset", "ConcatTokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
-           "collate_padded", "IGNORE_INDEX"]
+           "collate_padded", "IGNORE_INDEX", "weighted_causal_lm_loss"]

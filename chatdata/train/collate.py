@@ -3,6 +3,8 @@
 ``rows`` is a list of dicts with ``input_ids`` and ``labels`` (or ``assistant_masks``, from
 which labels are made; without either, every token is a label), or the :class:`TokenRows` a
 :class:`TokenDataset` returns to a ``DataLoader`` (then no Python loop runs over the rows).
+Rows with ``loss_weights`` give the batch a float32 ``loss_weights`` beside ``labels``
+(:mod:`.weights_column`).
 
 Padding-free batches follow transformers' ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``:
 ``input_ids``, ``labels`` and ``position_ids`` of shape (1, T) (int64), positions restarting at
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 
 from .dataset import IGNORE_INDEX, TokenRows
+from .weights_column import loss_weights_for
 
 __all__ = ["collate_padding_free", "collate_padded"]
 
@@ -101,12 +104,13 @@ def collate_padding_free(rows) -> dict:
     np.cumsum(lens, out=cu[1:])
     starts = cu[:-1]
     labels.numpy()[starts] = IGNORE_INDEX
+    weights = loss_weights_for(rows, labels)  # rows with a loss_weights column: (1, T) float32 beside labels
     ramp = _ramp(int(lens.max()))
     position_ids = np.concatenate([ramp[:k] for k in lens.tolist()]) if lens.size < 4096 else \
         np.arange(total, dtype=np.int64) - np.repeat(starts, lens)
     cu32 = torch.from_numpy(cu.astype(np.int32))
     max_len = int(lens.max())
-    return {
+    batch = {
         "input_ids": ids.reshape(1, total),
         "labels": labels.reshape(1, total),
         "position_ids": torch.from_numpy(position_ids).reshape(1, total),
@@ -115,6 +119,9 @@ def collate_padding_free(rows) -> dict:
         "max_length_q": max_len,
         "max_length_k": max_len,
     }
+    if weights is not None:
+        batch["loss_weights"] = weights.reshape(1, total)
+    return batch
 
 
 def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = None, padding_side: str = "right") -> dict:
@@ -135,6 +142,7 @@ def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = Non
                                            or pad_to_multiple_of <= 0):
         raise ValueError(f"pad_to_multiple_of must be a positive int or None, got {pad_to_multiple_of!r}")
     ids, labels, lengths = _flat_columns(rows)
+    weights = loss_weights_for(rows, labels)  # rows with a loss_weights column: (B, L) float32, 0 on padding
     B = lengths.numel()
     if B == 0:
         raise ValueError("cannot collate an empty batch: rows is empty")
@@ -156,5 +164,8 @@ def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = Non
     input_ids[flat] = ids
     attention[flat] = 1
     out_labels[flat] = labels
-    return {"input_ids": input_ids.reshape(B, L), "attention_mask": attention.reshape(B, L),
-            "labels": out_labels.reshape(B, L)}
+    batch = {"input_ids": input_ids.reshape(B, L), "attention_mask": attention.reshape(B, L),
+             "labels": out_labels.reshape(B, L)}
+    if weights is not None:
+        batch["loss_weights"] = torch.zeros(B * L, dtype=torch.float32).index_put_((flat,), weights).reshape(B, L)
+    return batch

@@ -74,6 +74,12 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
                 parts.append(TokenDataset(s, max_length=max_length))
         if not parts:
             raise ValueError(f"{where} holds no sequences: an empty token set cannot be trained on")
+        weighted = [p.has_loss_weights for p in parts]
+        if any(weighted) and not all(weighted):
+            bad = next(i for i, w in enumerate(weighted) if w != weighted[0])
+            raise ValueError(f"part {bad} of {where} {'has a' if weighted[bad] else 'has no'} loss_weights column but "
+                             f"part 0 {'has one' if weighted[0] else 'does not'}: tokenize every part with the same "
+                             "options")
         self.parts = parts
         self.max_length = max_length
         counts = np.array([len(p) for p in parts], dtype=np.int64)
@@ -88,6 +94,11 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
     @property
     def num_tokens(self) -> int:
         return sum(p.num_tokens for p in self.parts)
+
+    @property
+    def has_loss_weights(self) -> bool:
+        """Whether the parts have a ``loss_weights`` column (all of them, or none)."""
+        return self.parts[0].has_loss_weights
 
     def trained_lengths(self) -> torch.Tensor:
         """Trained (assistant-mask) tokens per sequence, every part's in order."""
@@ -125,23 +136,28 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
         rows = rows.astype(np.int64, copy=False) % n
         part_of = np.searchsorted(self._starts, rows, side="right") - 1
         lengths = np.zeros(rows.size, dtype=np.int64)
-        pieces: list = [None] * rows.size  # (ids, mask) per row, filled part by part
+        pieces: list = [None] * rows.size  # (ids, mask, weights) per row, filled part by part
+        weighted = self.has_loss_weights
         for k in np.unique(part_of).tolist():
             where = np.nonzero(part_of == k)[0]
             got = self.parts[k].__getitems__(rows[where] - self._starts[k])
             off = got.offsets.numpy()
             ids, mask = got.input_ids.numpy(), got.assistant_masks.numpy()
+            wts = got.loss_weights.numpy() if weighted else None
             for w, a, b in zip(where.tolist(), off[:-1].tolist(), off[1:].tolist()):
-                pieces[w] = (ids[a:b], mask[a:b])
+                pieces[w] = (ids[a:b], mask[a:b], wts[a:b] if weighted else None)
                 lengths[w] = b - a
         offsets = np.zeros(rows.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         if rows.size:
             ids = np.concatenate([p[0] for p in pieces])
             mask = np.concatenate([p[1] for p in pieces])
+            wts = np.concatenate([p[2] for p in pieces]) if weighted else None
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets))
+            wts = np.zeros(0, dtype=np.float32) if weighted else None
+        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets),
+                         None if wts is None else torch.from_numpy(wts))
 
     def __repr__(self) -> str:
         return (f"ConcatTokenDataset(parts={len(self.parts)}, sequences={len(self)}, tokens={self.num_tokens}, "

@@ -36,8 +36,8 @@ class TokenRows(Sequence):
     """Rows gathered from a :class:`TokenDataset` in one go, kept as flat columns.
 
     ``rows[j]`` is the same dict ``dataset[i]`` gives; the collators also read the flat columns
-    (``input_ids``, ``assistant_masks``, ``offsets``) directly, so a batch is assembled without a
-    Python loop over its rows.
+    (``input_ids``, ``assistant_masks``, ``offsets``, and ``loss_weights`` when the token set has
+    them, else None) directly, so a batch is assembled without a Python loop over its rows.
 
     Example:
         >>> rows = TokenRows(torch.tensor([5, 6, 7]), torch.tensor([False, True, True]), torch.tensor([0, 1, 3]))
@@ -45,10 +45,12 @@ class TokenRows(Sequence):
         (2, [6, 7])
     """
 
-    def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor):
+    def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor,
+                 loss_weights: torch.Tensor | None = None):
         self.input_ids = input_ids
         self.assistant_masks = assistant_masks
         self.offsets = offsets
+        self.loss_weights = loss_weights
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -72,11 +74,15 @@ class TokenRows(Sequence):
         j %= n
         a, b = int(self.offsets[j]), int(self.offsets[j + 1])
         ids, mask = self.input_ids[a:b], self.assistant_masks[a:b]
-        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+        row = {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+        if self.loss_weights is not None:
+            row["loss_weights"] = self.loss_weights[a:b]
+        return row
 
 
 def _open_source(source):
-    """(flat input_ids, flat assistant_masks, offsets) of a token-set folder or ragged stack."""
+    """(flat input_ids, flat assistant_masks, flat loss_weights or None, offsets) of a token-set
+    folder or ragged stack."""
     from ..td import FormatError, RaggedTensorDict, load_memmap
 
     where = "the source"
@@ -113,7 +119,13 @@ def _open_source(source):
                              f"{type(t).__name__}{'' if not isinstance(t, torch.Tensor) else tuple(t.shape)}")
     if ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
-    return ids, masks, source.offsets
+    weights = values.get("loss_weights") if "loss_weights" in keys else None
+    if weights is not None and (not isinstance(weights, torch.Tensor) or weights.ndim != 1
+                                or not weights.dtype.is_floating_point or weights.numel() != ids.numel()):
+        raise ValueError(f"{where}: loss_weights must be one flat float tensor with a weight per token "
+                         f"({ids.numel()}), got {type(weights).__name__}"
+                         f"{'' if not isinstance(weights, torch.Tensor) else f' {tuple(weights.shape)} {weights.dtype}'}")
+    return ids, masks, weights, source.offsets
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -123,7 +135,9 @@ class TokenDataset(torch.utils.data.Dataset):
     ``max_length``: optional; longer sequences are cut to their first ``max_length`` tokens (and
     ``lengths`` says so), so a packer never sees a sequence longer than its bins.
     ``ds[i]`` (int or 0-d tensor) is a dict: ``input_ids`` (int64), ``assistant_masks`` (bool)
-    and ``labels`` (``input_ids`` with -100 where the mask is 0).
+    and ``labels`` (``input_ids`` with -100 where the mask is 0); on a token set with a
+    ``loss_weights`` column also ``loss_weights`` (float32), and then the mask and the labels are
+    0 / -100 wherever the weight is 0 as well.
 
     Example:
         >>> from chatdata import History
@@ -137,7 +151,7 @@ class TokenDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, source, max_length: int | None = None):
-        ids, masks, offsets = _open_source(source)
+        ids, masks, weights, offsets = _open_source(source)
         if offsets.numel() < 2:
             raise ValueError(f"{source if isinstance(source, (str, Path)) else 'the source'} holds no sequences: "
                              "an empty token set cannot be trained on")
@@ -147,6 +161,7 @@ class TokenDataset(torch.utils.data.Dataset):
         # numpy views of the (memory-mapped) columns: slicing and gathering small batches in numpy
         # costs microseconds, where torch's intra-op thread pool can cost milliseconds on a busy machine
         self._ids_np, self._masks_np = ids.numpy(), masks.numpy()
+        self._weights_np = None if weights is None else weights.numpy()
         self.offsets = offsets
         self._starts = offsets[:-1].numpy()
         self._ends = offsets[1:].numpy()
@@ -158,6 +173,11 @@ class TokenDataset(torch.utils.data.Dataset):
     def lengths(self) -> torch.Tensor:
         """Tokens per sequence (int64), from the offsets only."""
         return torch.from_numpy(self._ends - self._starts)
+
+    @property
+    def has_loss_weights(self) -> bool:
+        """Whether the token set has a ``loss_weights`` column (rows then carry it)."""
+        return self._weights_np is not None
 
     @property
     def num_tokens(self) -> int:
@@ -201,8 +221,15 @@ class TokenDataset(torch.utils.data.Dataset):
         i = self._index(i)
         a, b = int(self._starts[i]), int(self._ends[i])
         ids = torch.from_numpy(self._ids_np[a:b].astype(np.int64))
-        mask = torch.from_numpy(self._masks_np[a:b].astype(bool))
-        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+        mask = self._masks_np[a:b].astype(bool)
+        row = {"input_ids": ids}
+        if self._weights_np is not None:
+            w = self._weights_np[a:b].astype(np.float32)
+            mask &= w != 0
+            row["loss_weights"] = torch.from_numpy(w)
+        mask = torch.from_numpy(mask)
+        row.update(assistant_masks=mask, labels=ids.masked_fill(~mask, IGNORE_INDEX))
+        return row
 
     def __getitems__(self, indices) -> TokenRows:
         """Many rows at once, as flat columns (what ``DataLoader`` calls with a batch sampler)."""
@@ -223,7 +250,14 @@ class TokenDataset(torch.utils.data.Dataset):
             mask = np.concatenate([self._masks_np[a:b] for a, b in pieces], dtype=bool, casting="unsafe")  # != 0
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets))
+        weights = None
+        if self._weights_np is not None:
+            w = self._weights_np
+            weights = (np.concatenate([w[a:b] for a, b in pieces], dtype=np.float32) if pieces
+                       else np.zeros(0, dtype=np.float32))
+            mask &= weights != 0
+            weights = torch.from_numpy(weights)
+        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), weights)
 
     def __repr__(self) -> str:
         return f"TokenDataset(sequences={len(self)}, tokens={self.num_tokens}, max_length={self.max_length})"

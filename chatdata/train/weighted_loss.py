@@ -1,0 +1,45 @@
+"""A causal-LM loss that honours per-token ``loss_weights``.
+
+transformers' ``model(**batch).loss`` treats every label alike; with a ``loss_weights`` column
+(``apply_chat_template(loss_weights=...)``, ``chatdata tokenize --loss-weight``) compute the loss
+from the logits instead: position ``t`` predicts ``labels[t + 1]`` and counts with
+``loss_weights[t + 1]``, as transformers shifts labels.
+
+Example:
+    >>> logits = torch.zeros(1, 3, 4)                       # uniform predictions: ce = log(4)
+    >>> labels = torch.tensor([[-100, 1, 2]]); w = torch.tensor([[0.0, 1.0, 0.5]])
+    >>> round(float(weighted_causal_lm_loss(logits, labels, w)), 4)  # (1 + 0.5) * log 4 / 2 tokens
+    1.0397
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .dataset import IGNORE_INDEX
+
+__all__ = ["weighted_causal_lm_loss"]
+
+NORMALIZE = ("tokens", "weights", "sum")
+
+
+def weighted_causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, loss_weights: torch.Tensor,
+                            normalize: str = "tokens") -> torch.Tensor:
+    """Next-token cross-entropy of ``logits`` (B, T, V) against ``labels`` (B, T), each term times
+    its ``loss_weights`` (B, T) entry, summed, divided by: the number of trained tokens
+    (``normalize="tokens"``, the default: with every weight 1.0 this is ``model(...).loss``), the
+    sum of the weights (``"weights"``: a weighted mean), or nothing (``"sum"``)."""
+    if normalize not in NORMALIZE:
+        raise ValueError(f"normalize must be one of {NORMALIZE}, got {normalize!r}")
+    if labels.shape != loss_weights.shape or logits.shape[:-1] != labels.shape:
+        raise ValueError(f"logits {tuple(logits.shape)}, labels {tuple(labels.shape)} and loss_weights "
+                         f"{tuple(loss_weights.shape)} must agree on (batch, tokens)")
+    y = labels[..., 1:].reshape(-1)
+    w = loss_weights[..., 1:].reshape(-1).to(logits.dtype)
+    ce = F.cross_entropy(logits[..., :-1, :].reshape(-1, logits.shape[-1]), y, ignore_index=IGNORE_INDEX,
+                         reduction="none")
+    total = (ce * w).sum()
+    if normalize == "sum":
+        return total
+    denom = (y != IGNORE_INDEX).sum().to(logits.dtype) if normalize == "tokens" else w.sum()
+    return total / denom.clamp_min(torch.finfo(logits.dtype).tiny)

@@ -1,0 +1,29 @@
+"""The optional libraries of ``chatdata.hygiene`` (the ``hygiene`` extra), imported when used.
+
+Example:
+    >>> require_jsonschema().__name__
+    'jsonschema'
+"""
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["require_rensa", "require_jsonschema"]
+
+
+def _require(name: str, what: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(f"{what} needs the {name!r} package: pip install 'chatdata[hygiene]' "
+                          f"(or pip install {name})") from None
+
+
+def require_rensa():
+    """The ``rensa`` module (MinHash signatures for near-duplicate detection)."""
+    return _require("rensa", "near-duplicate detection")
+
+
+def require_jsonschema():
+    """The ``jsonschema`` module (tool-argument checks against a tool's parameters schema)."""
+    return _require("jsonschema", "checking tool arguments against their schema")

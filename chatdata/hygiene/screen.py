@@ -52,6 +52,7 @@ class Screen:
         if contamination is not None:
             self.report.benchmarks(contamination.names, contamination.skipped)
         self.written = 0  # conversations let through so far (their index in the output)
+        self.seen = 0  # conversations given to the screen so far
 
     @property
     def active(self) -> bool:
@@ -74,6 +75,7 @@ class Screen:
         """The conversations of ``history`` that pass (a History, possibly empty); conversation
         ``i`` came from ``source`` at ``positions[i]`` (a line or ``unit`` number)."""
         n = history.batch_size[0]
+        self.seen += n
         positions = np.asarray(positions, dtype=np.int64)
         wheres = _Wheres(source, positions, unit)
         keep = np.ones(n, dtype=bool)

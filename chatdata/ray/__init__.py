@@ -7,7 +7,9 @@ cluster with chatdata's template engine, write sharded datasets from many worker
   the driver then adds all shards to ``manifest.json`` in one atomic update;
 * :func:`tokenize` - ``map_batches`` over ``History.apply_chat_template``: rows of
   ``input_ids`` (int32) and ``assistant_masks`` (bool). ``write`` turns it into a sharded
-  token set that :func:`chatdata.open_dataset` (and training code) reads lazily.
+  token set that :func:`chatdata.open_dataset` (and training code) reads lazily;
+* :mod:`chatdata.ray.hygiene` - tool-call checks, exact / near deduplication and decontamination
+  on the cluster (the same results as :mod:`chatdata.hygiene` on the same rows).
 
 Workers must see the dataset path (one machine, or a shared file system) and import chatdata.
 

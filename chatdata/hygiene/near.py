@@ -31,14 +31,16 @@ SHINGLE = 5
 SEED = 1
 
 
-def lsh_params(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
-    """``(bands, rows)`` with ``bands * rows <= num_perm`` that minimise the sum of the false
-    positive mass (pairs below ``threshold`` that share a band) and the false negative mass
-    (pairs above it that share none), for Jaccard uniform on [0, 1].
+def lsh_params(threshold: float, num_perm: int = NUM_PERM, *, fp_weight: float = 0.05) -> tuple[int, int]:
+    """``(bands, rows)`` with ``bands * rows <= num_perm`` that minimise ``fp_weight`` times the
+    false positive mass (pairs below ``threshold`` that share a band) plus ``1 - fp_weight`` times
+    the false negative mass (pairs above it that share none), for Jaccard uniform on [0, 1]. False
+    positives weigh little: every candidate is verified on its whole signature, so a false one
+    costs one comparison, while a missed pair is a duplicate kept.
 
     Example:
         >>> lsh_params(0.8, 128)
-        (9, 14)
+        (16, 8)
     """
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
@@ -51,8 +53,9 @@ def lsh_params(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
         hi = np.linspace(threshold, 1.0, 400)
         fp = _integral(1 - (1 - lo ** r) ** b, lo)
         fn = _integral((1 - hi ** r) ** b, hi)
-        if fp + fn < best_err:
-            best, best_err = (b, r), fp + fn
+        err = fp_weight * fp + (1 - fp_weight) * fn
+        if err < best_err:
+            best, best_err = (b, r), err
     return best
 
 

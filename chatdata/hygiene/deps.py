@@ -25,5 +25,6 @@ def require_rensa():
 
 
 def require_jsonschema():
-    """The ``jsonschema`` module (tool-argument checks against a tool's parameters schema)."""
+    """The ``jsonschema`` module (tool-argument checks against a tool's parameters schema, when
+    the faster ``jsonschema-rs`` is not installed)."""
     return _require("jsonschema", "checking tool arguments against their schema")

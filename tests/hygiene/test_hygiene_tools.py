@@ -161,6 +161,10 @@ def test_python_api_on_a_history(data):
     per_row = [r["tools"] for r in rows]
     problems = check_tool_calls(h, per_row)
     assert {p["conversation"] + 1: p["problem"] for p in problems} == planted
+    # the jsonschema backend (used when jsonschema-rs is not installed) finds the same
+    slow = check_tool_calls(h, per_row, backend="py")
+    assert [(p["conversation"], p["message"], p["problem"]) for p in slow] == \
+        [(p["conversation"], p["message"], p["problem"]) for p in problems]
     assert all(set(p) == {"conversation", "message", "problem", "detail"} for p in problems)
     assert {p["conversation"] for p in check_tool_calls(h)} == \
         {k - 1 for k, v in planted.items() if v in ("arguments_not_json", "arguments_not_object",

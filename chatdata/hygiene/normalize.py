@@ -6,10 +6,11 @@ and leading and trailing whitespace goes. A conversation's key covers, per messa
 normalized text (:func:`~chatdata.hygiene.columns.message_texts`), its tool calls (name and
 arguments, as canonical JSON; call ids are left out) and its ``reasoning_content``.
 
-The bulk path normalizes a whole chunk at once: each text is encoded once (NFC runs only on a
-non-ASCII text that is not NFC already), the bytes are joined with a separator (``"\\x00"``),
+The bulk path normalizes a whole chunk at once: the texts are joined with a separator
+(``"\\x00"``) and encoded once (NFC runs only if the chunk is not ASCII and not NFC already),
 whitespace becomes spaces with one ``bytes.translate``, runs of spaces fold in two vectorised
-numpy passes, and each conversation is one xxh3-64 call over its slice of the buffer.
+numpy passes, and each conversation is one xxh3-64 call over its slice of the buffer; the roles
+are mixed in as a vectorised sum of per-position role hashes.
 
 Example:
     >>> from chatdata import History
@@ -33,9 +34,8 @@ from .columns import conversation_offsets, extra_values, message_texts, message_
 __all__ = ["normalize_text", "conversation_hashes", "hash_chunk", "CHUNK_CHARS"]
 
 SEP = "\x00"
-SEP_B = b"\x00"
 _ASCII_WS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
-_WS_TABLE = bytes.maketrans(_ASCII_WS.encode(), b" " * len(_ASCII_WS))
+_WS_TABLE = bytes.maketrans(_ASCII_WS.encode(), b" " * len(_ASCII_WS))  # "\x00" stays: the separator
 # whitespace beyond ASCII (str.isspace): folded to a space on the str before encoding
 _UNICODE_WS_CHARS = [chr(c) for c in range(128, 0x3001) if chr(c).isspace()]
 _UNICODE_WS = re.compile("[" + "".join(_UNICODE_WS_CHARS) + "]")
@@ -94,39 +94,50 @@ def hash_chunk(roles: list, texts: list, offsets: np.ndarray) -> np.ndarray:
         True
     """
     n_msg = len(texts)
-    role_bytes = {r: r.encode("utf-8", "surrogatepass") if r.isascii() else _encode_nfc(r) for r in set(roles)}
-    items: list = [None] * (2 * n_msg)
-    items[0::2] = [role_bytes[r] for r in roles]
-    # encode text by text: one big str join would widen every text to the widest one (emoji: 4 B/char)
-    items[1::2] = [t.encode("utf-8", "surrogatepass") if t.isascii() else _encode_nfc(t) for t in texts]
-    buf = SEP_B.join(items)
-    del items
-    if buf.count(SEP_B) != max(2 * n_msg - 1, 0):  # a separator inside a text: the exact slow path
+    joined = SEP.join(texts)
+    if joined.count(SEP) != max(n_msg - 1, 0):  # a separator inside a text: the exact slow path
         return _hash_slow(roles, texts, offsets)
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    if _has_unicode_space(arr):  # rare: fold it on the decoded texts, then encode again
-        return hash_chunk([_UNICODE_WS.sub(" ", r) for r in roles], [_UNICODE_WS.sub(" ", t) for t in texts],
-                          offsets)
+    if not joined.isascii() and not unicodedata.is_normalized("NFC", joined):
+        joined = unicodedata.normalize("NFC", joined)  # NFC never composes across "\\x00"
+    buf = joined.encode("utf-8", "surrogatepass")
+    del joined
+    if _has_unicode_space(np.frombuffer(buf, dtype=np.uint8)):  # rare: fold it on the text, then again
+        return hash_chunk(roles, [_UNICODE_WS.sub(" ", t) for t in texts], offsets)
     arr = _fold_spaces(np.frombuffer(buf.translate(_WS_TABLE), dtype=np.uint8))
     del buf
-    seps = np.flatnonzero(arr == 0)
-    # message k ends at separator 2k+1 (after its text); conversation i covers messages off[i]:off[i+1]
+    # message k ends at separator k; conversation i covers messages off[i]:off[i+1]
     ends = np.empty(n_msg + 1, dtype=np.int64)
     ends[0] = -1
-    ends[1:n_msg] = seps[1::2]
+    ends[1:n_msg] = np.flatnonzero(arr == 0)
     ends[n_msg] = len(arr)
     starts = ends[offsets[:-1]] + 1
     stops = np.maximum(ends[offsets[1:]], starts)
     mv = memoryview(arr)
     h = xxhash.xxh3_64_intdigest
-    return np.fromiter((h(mv[a:b]) for a, b in zip(starts.tolist(), stops.tolist())), dtype=np.uint64,
-                       count=len(offsets) - 1)
+    text_keys = np.fromiter((h(mv[a:b]) for a, b in zip(starts.tolist(), stops.tolist())), dtype=np.uint64,
+                            count=len(offsets) - 1)
+    return _with_roles(text_keys, roles, offsets)
 
 
-def _encode_nfc(text: str) -> bytes:
-    if not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
-    return text.encode("utf-8", "surrogatepass")
+def _with_roles(text_keys: np.ndarray, roles: list, offsets: np.ndarray) -> np.ndarray:
+    """Mix each conversation's role sequence into its text key: a hash per distinct normalized
+    role, mixed with the message's position, summed per conversation (vectorised)."""
+    codes = {r: xxhash.xxh3_64_intdigest(normalize_text(r).encode("utf-8", "surrogatepass")) for r in set(roles)}
+    role_h = np.fromiter(map(codes.__getitem__, roles), dtype=np.uint64, count=len(roles))
+    counts = np.diff(offsets)
+    pos = (np.arange(len(roles)) - np.repeat(offsets[:-1], counts)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = _mix64(role_h + pos * np.uint64(0x9E3779B97F4A7C15))
+        csum = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(mixed, dtype=np.uint64)])
+        per_conv = csum[offsets[1:]] - csum[offsets[:-1]] + counts.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+        return text_keys ^ _mix64(per_conv)
+
+
+def _mix64(h: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return h ^ (h >> np.uint64(31))
 
 
 def _has_unicode_space(arr: np.ndarray) -> bool:
@@ -152,6 +163,8 @@ def _fold_spaces(arr: np.ndarray) -> np.ndarray:
     keep[0] = not sp[0]
     np.logical_not(sp[1:] & sp[:-1], out=keep[1:])  # the first space of a run stays
     arr = arr[keep]
+    if not len(arr):
+        return arr
     sp = arr == 32
     edge = arr == 0
     edge[1:] |= edge[:-1].copy()
@@ -162,13 +175,12 @@ def _fold_spaces(arr: np.ndarray) -> np.ndarray:
 
 
 def _hash_slow(roles, texts, offsets) -> np.ndarray:
-    out = np.zeros(len(offsets) - 1, dtype=np.uint64)
+    """The keys by the reference normalization, one text at a time (texts holding ``"\\x00"``)."""
+    keys = np.zeros(len(offsets) - 1, dtype=np.uint64)
     for i in range(len(offsets) - 1):
-        parts = []
-        for k in range(offsets[i], offsets[i + 1]):
-            parts += [normalize_text(roles[k]), normalize_text(texts[k])]
-        out[i] = xxhash.xxh3_64_intdigest("\x00".join(parts).encode("utf-8", "surrogatepass"))
-    return out
+        body = "\x00".join(normalize_text(texts[k]) for k in range(offsets[i], offsets[i + 1]))
+        keys[i] = xxhash.xxh3_64_intdigest(body.encode("utf-8", "surrogatepass"))
+    return _with_roles(keys, roles, offsets)
 
 
 def conversation_hashes(history) -> np.ndarray:

@@ -58,10 +58,9 @@ def load_prompts(path, column: str | None = None) -> list[str]:
         raise ValueError(f"{path}: no such benchmark file")
     name = path.name.lower()
     if name.endswith(".parquet"):
-        from ..io.deps import require_pyarrow
+        from .deps import require_parquet
 
-        require_pyarrow()
-        import pyarrow.parquet as pq
+        pq = require_parquet()
 
         names = pq.read_schema(path).names
         col = _pick(column, names, path)

@@ -27,6 +27,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 
@@ -117,12 +118,7 @@ class _Validators:
             except (jsonschema_rs.ValidationError, ValueError) as err:
                 return f"invalid parameters schema: {str(err).splitlines()[0]}"
 
-            def check(args):
-                if v.is_valid(args):
-                    return None
-                err = min(v.iter_errors(args), key=lambda e: list(map(str, e.instance_path)))
-                return f"{'/'.join(map(str, err.instance_path)) or 'arguments'}: {err.message}"
-            return check
+            return functools.partial(_first_error, v, "instance_path")
         from .deps import require_jsonschema
 
         js = require_jsonschema()
@@ -131,14 +127,15 @@ class _Validators:
             cls.check_schema(schema)
         except js.exceptions.SchemaError as err:
             return f"invalid parameters schema: {err.message}"
-        v = cls(schema)
+        return functools.partial(_first_error, cls(schema), "absolute_path")
 
-        def check(args):
-            if v.is_valid(args):
-                return None
-            err = min(v.iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
-            return f"{'/'.join(map(str, err.absolute_path)) or 'arguments'}: {err.message}"
-        return check
+
+def _first_error(validator, path_attr: str, args) -> str | None:
+    """None if ``args`` is valid, else its first error (by instance path) as ``path: message``."""
+    if validator.is_valid(args):
+        return None
+    err = min(validator.iter_errors(args), key=lambda e: list(map(str, getattr(e, path_attr))))
+    return f"{'/'.join(map(str, getattr(err, path_attr))) or 'arguments'}: {err.message}"
 
 
 def _per_conversation_tools(tools, n: int) -> list:

@@ -19,7 +19,6 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import numpy as np
@@ -29,23 +28,11 @@ from ..io.deps import require_pyarrow, require_ray
 __all__ = ["check_tool_calls", "dedup", "decontaminate", "select"]
 
 
-@contextlib.contextmanager
-def _in_order(ds):
-    """Row order kept while ``ds`` (and what derives from it) executes: a Dataset carries the
-    DataContext it was made with (shared by the datasets derived from it), so the setting goes
-    there, and is restored afterwards."""
-    opts = ds.context.execution_options
-    old = opts.preserve_order
-    opts.preserve_order = True
-    try:
-        yield
-    finally:
-        opts.preserve_order = old
-
-
 def _blocks(ds, fn, **kwargs):
     """Object refs of the Arrow blocks of ``ds.map_batches(fn)``, in row order."""
-    with _in_order(ds):
+    from . import _ordered
+
+    with _ordered(ds):
         out = ds.map_batches(fn, batch_format="pyarrow", zero_copy_batch=True, **kwargs).materialize()
         return out.to_arrow_refs()
 
@@ -219,8 +206,10 @@ def select(ds, rows) -> "object":
         2
     """
     ray = require_ray()
+    from . import _ordered
+
     rows = np.asarray(rows, dtype=np.int64)
-    with _in_order(ds):
+    with _ordered(ds):
         refs = ds.materialize().to_arrow_refs()
     counts = ray.get([ray.remote(_count).remote(r) for r in refs])
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

@@ -1,8 +1,6 @@
 """chatdata.ray.hygiene on a real local Ray cluster (ray.init(num_cpus=2)): the same kept set,
 flagged rows and problems as the local functions on the same rows, over several blocks."""
 import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -10,27 +8,24 @@ from chatdata import History, hygiene
 from chatdata.data import load_sample_chats, sample_tools
 from hygiene_data import planted
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture(scope="module")
 def ray_cluster():
+    """A real local cluster of 2 CPUs whose workers import this checkout (chatdata.ray.jobs.connect)."""
     import ray
 
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED")}
-    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved["PYTHONPATH"] or "")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    from chatdata.ray.jobs import connect
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    assert connect(None, num_cpus=2)
     try:
         yield ray
     finally:
         ray.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 @pytest.fixture(scope="module")

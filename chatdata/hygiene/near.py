@@ -19,6 +19,8 @@ Example:
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from .keyindex import KeyIndex
@@ -122,7 +124,7 @@ class NearDeduper:
     def _sig_of(self, ids: list[int]) -> np.ndarray:
         out = []
         for i in ids:
-            k = int(np.searchsorted(self._starts, i, side="right")) - 1
+            k = bisect.bisect_right(self._starts, i) - 1
             ids_k = self._kept_ids[k]
             out.append(self._kept_sigs[k][int(np.searchsorted(ids_k, i))])
         return np.array(out)

@@ -16,6 +16,9 @@ Example:
 """
 from __future__ import annotations
 
+import bisect
+import json
+
 import numpy as np
 
 from .decontam import ContaminationIndex
@@ -46,6 +49,7 @@ class Screen:
         self._src: list[np.ndarray] = []  # per conversation given to the deduper: source number,
         self._pos: list[np.ndarray] = []  # position in the source,
         self._out: list[np.ndarray] = []  # index in the output (-1: dropped)
+        self._chunk_starts: list[int] = []  # index of the first conversation of each of those chunks
         self._seen = 0
         self.contamination = contamination
         self.drop_contaminated = drop_contaminated
@@ -62,13 +66,21 @@ class Screen:
         if conv_tools is None:
             return self.tools
         shared = list(self.tools or [])
-        return [None if t is None and self.tools is None else [*shared, *(_tool_list(t))] for t in conv_tools]
+        out = []
+        for t in conv_tools:
+            own = _tool_list(t)
+            if t is None:
+                out.append(self.tools)
+            elif isinstance(own, list):
+                out.append([*shared, *own])
+            else:
+                out.append(own if isinstance(own, str) else json.dumps(own))
+        return out
 
     def _where_of(self, i: int) -> tuple[str, int]:
         """(where, output index) of the i-th conversation the deduper saw."""
-        starts = np.cumsum([0] + [len(x) for x in self._src])
-        k = int(np.searchsorted(starts, i, side="right")) - 1
-        j = i - int(starts[k])
+        k = bisect.bisect_right(self._chunk_starts, i) - 1
+        j = i - self._chunk_starts[k]
         return f"{self._sources[int(self._src[k][j])]}:{self._unit} {int(self._pos[k][j])}", int(self._out[k][j])
 
     def __call__(self, history, source: str, positions, *, unit: str = "line", conv_tools=None):
@@ -104,6 +116,7 @@ class Screen:
             if source not in self._sources:
                 self._sources.append(source)
             self._unit = unit
+            self._chunk_starts.append(base)
             self._src.append(np.full(len(rows), self._sources.index(source), dtype=np.int32))
             self._pos.append(positions[rows])
             if self._exact is not None:
@@ -138,12 +151,14 @@ class _Wheres:
         return f"{self.source}:{self.unit} {int(self.positions[int(i)])}"
 
 
-def _tool_list(tools) -> list:
+def _tool_list(tools):
+    """A row's own tools as a list (a JSON string is read); what is not a list stays as it is,
+    for the checker to report."""
     if isinstance(tools, str):
         import json
 
         try:
             tools = json.loads(tools)
         except ValueError:
-            return []
-    return list(tools) if isinstance(tools, list) else []
+            return tools
+    return list(tools) if isinstance(tools, list) else tools

@@ -139,12 +139,19 @@ def _first_error(validator, path_attr: str, args) -> str | None:
 
 
 def _per_conversation_tools(tools, n: int) -> list:
-    """``tools`` -> one name->schema dict (or None: tools unknown) per conversation."""
+    """``tools`` -> one name->schema dict (None: tools unknown; a str: why the conversation's own
+    tools cannot be read) per conversation."""
     if tools is None:
         return [None] * n
     if isinstance(tools, Sequence) and not isinstance(tools, str) and len(tools) == n and n and \
             all(t is None or isinstance(t, (list, str)) for t in tools):
-        return [None if t is None else tool_schemas(t) for t in tools]
+        out = []
+        for t in tools:
+            try:
+                out.append(None if t is None else tool_schemas(t))
+            except ValueError as err:
+                out.append(f"the conversation's tools cannot be read: {err}")
+        return out
     shared = tool_schemas(tools)
     return [shared] * n
 
@@ -171,6 +178,9 @@ def _check_call(call, schemas, validators, problem) -> object:
     if not isinstance(args, dict):
         problem("arguments_not_object", f"the arguments of {name!r} are a {type(args).__name__}, not an object")
         return None
+    if isinstance(schemas, str):
+        problem("bad_tool_schema", schemas)
+        return args
     if schemas is not None:
         if name not in schemas:
             known = ", ".join(sorted(schemas)[:8]) or "none"

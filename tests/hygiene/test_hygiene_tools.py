@@ -183,3 +183,16 @@ def test_bad_flags_are_clear_errors(tmp_path, capsys):
     assert "not a JSON list of tool specs" in capsys.readouterr().err
     assert main(["import", str(src), str(tmp_path / "o"), "--dedup", "near:2"]) == 1
     assert "between 0 and 1" in capsys.readouterr().err
+
+
+def test_unreadable_row_tools_are_a_problem_of_that_row(tmp_path, capsys):
+    call = {"role": "assistant", "content": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}
+    rows = [{"messages": [call], "tools": "{oops"}, {"messages": [call], "tools": [42]},
+            {"messages": [call], "tools": json.dumps(sample_tools())}, {"messages": [call]}]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["import", str(src), str(tmp_path / "ds"), "--check-tools", "--skip-bad", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "rows.jsonl:line 1: bad_tool_schema" in err and "rows.jsonl:line 2: bad_tool_schema" in err
+    assert "line 3" not in err and "line 4" not in err
+    assert load_memmap(tmp_path / "ds").batch_size[0] == 2

@@ -12,10 +12,10 @@ message rows (what :func:`chatdata.ray.read` gives), with results indexed by row
 * :func:`select` - a dataset of the given rows (in order), e.g. the kept ones, for :func:`chatdata.ray.write`.
 
 Example:
-    >>> import ray, chatdata.ray as cray                                 # doctest: +SKIP
+    >>> import ray, chatdata.ray as cray, chatdata.ray.hygiene as rhy   # doctest: +SKIP
     >>> ds = cray.read("corpus/")                                        # doctest: +SKIP
-    >>> kept = cray.hygiene.dedup(ds, mode="near", threshold=0.8)        # doctest: +SKIP
-    >>> cray.write(cray.hygiene.select(ds, kept), "clean/")              # doctest: +SKIP
+    >>> kept = rhy.dedup(ds, mode="near", threshold=0.8)                 # doctest: +SKIP
+    >>> cray.write(rhy.select(ds, kept), "clean/")                       # doctest: +SKIP
 """
 from __future__ import annotations
 

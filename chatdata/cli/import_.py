@@ -32,7 +32,9 @@ EXAMPLE = """examples:
   chatdata import sharegpt.json ds/ --strict
   chatdata import big.jsonl.gz ds/ --chunk-size 16384 --overwrite
   chatdata import train.parquet ds/ --column messages
-  chatdata import hub_repo/data/ corpus/ --shard-size 100000"""
+  chatdata import hub_repo/data/ corpus/ --shard-size 100000
+  chatdata import chats.jsonl ds/ --check-tools --skip-bad --dedup near:0.85
+  chatdata import chats.jsonl ds/ --dedup exact --decontaminate gsm8k.jsonl mmlu.parquet --decontaminate-column question"""
 
 FORMATS = ("auto", "openai", "sharegpt", "bare")
 SHAREGPT_ROLES = {
@@ -65,6 +67,9 @@ def add_parser(sub):
     p.add_argument("--durable", action="store_true",
                    help="fsync the dataset before and after it is renamed into place (survives a power loss)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    from .import_hygiene import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
     return p
 
@@ -230,7 +235,7 @@ def _check_out(out: Path, overwrite: bool) -> None:
 def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: bool = False,
                 overwrite: bool = True, progress: bool | None = None, report=None,
                 chunk_bytes: int = CHUNK_BYTES, allow_empty: bool = False, column: str = "messages",
-                shard_size: int | None = None, durable: bool = False) -> ImportStats:
+                shard_size: int | None = None, durable: bool = False, screen=None) -> ImportStats:
     """Import ``src`` into the dataset folder ``out``; returns counts. ``report(msg)`` receives
     each bad-line message (default: printed to stderr). Raises :class:`CLIError`, also when
     ``src`` holds no conversation at all, unless ``allow_empty``.
@@ -238,7 +243,9 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     A chunk is written every ``chunk_size`` conversations or ``chunk_bytes`` bytes of input,
     whichever comes first: chunks of a few MB keep the working set in reused heap memory
     (much larger ones make every chunk fault fresh pages in, ~1.5x slower end to end).
-    ``durable=True`` fsyncs the dataset before and after it is renamed into place."""
+    ``durable=True`` fsyncs the dataset before and after it is renamed into place.
+    ``screen``: a :class:`chatdata.hygiene.Screen` every chunk goes through (tool checks, dedup,
+    decontamination); rows it drops are not written, and an import it refuses writes nothing."""
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
     from ..td import RaggedTensorDict
@@ -251,8 +258,17 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         raise CLIError(f"{src}: no such file")
     from ..io.tables import is_table_source
 
+    report = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    screened = None
+    if screen is not None:
+        from .import_hygiene import ScreenedImport, finish
+
+        screened = ScreenedImport(screen, report)
     if is_table_source(src):  # Parquet / Arrow: chatdata.io reads it
-        return _import_tables(src, out, column, chunk_size, strict, overwrite, shard_size, report, allow_empty)
+        stats = _import_tables(src, out, column, chunk_size, strict, overwrite, shard_size, report, allow_empty,
+                               screened, (lambda: finish(screen)) if screen is not None else None)
+        stats.hygiene = screen.report if screen is not None else None
+        return stats
     if src.is_dir():
         raise CLIError(f"{src} is a folder; give a .jsonl or .json file")
     if fmt not in FORMATS:
@@ -261,7 +277,6 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         _check_sharded_out(out, overwrite)
     else:
         _check_out(out, overwrite)
-    report = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
     stats = ImportStats()
     size = src.stat().st_size if src.suffix != ".gz" else None
     bar = Progress("importing", total=size, unit="B", enabled=progress)
@@ -279,15 +294,18 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         elif stats.bad == MAX_REPORTED + 1:
             report(f"{name}: more bad lines; not reporting them one by one")
 
-    def flush(writer, convs, wheres) -> None:
+    want_tools = screen is not None and screen.check_tools
+
+    def flush(writer, convs, wheres, tools_of) -> None:
         try:
             h = History.from_chats(convs)
         except (ValueError, RecursionError):
-            keep = []
-            for conv, (where, order) in zip(convs, wheres):
+            keep, kept_at = [], []
+            for k, (conv, (where, order)) in enumerate(zip(convs, wheres)):
                 try:
                     History.from_chats([conv])
                     keep.append(conv)
+                    kept_at.append(k)
                 except ValueError as err:
                     bad(where, str(err).replace("chat 0, ", ""), order)
                 except RecursionError:
@@ -296,8 +314,15 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
                 return
             h = History.from_chats(keep)
             convs = keep
+            wheres = [wheres[k] for k in kept_at]
+            tools_of = [tools_of[k] for k in kept_at] if tools_of is not None else None
+        if screened is not None:
+            unit = "item" if wheres[0][0].startswith("item") else "line"
+            h = screened(h, name, [order for _, order in wheres], unit=unit, conv_tools=tools_of)
+            if not h.batch_size[0]:
+                return
         writer.append(h)
-        stats.conversations += len(convs)
+        stats.conversations += h.batch_size[0]
         stats.messages += int(h.conversation_offsets()[-1])
 
     start = time.perf_counter()
@@ -305,6 +330,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         StreamWriter(out, tensorclass=History, columns=(*FIELDS, FLAGS_KEY), durable=durable)
     try:
         convs, wheres = [], []
+        tools_of = [] if want_tools else None
         flushed_at = 0
         for item, lineno, rec in _records(src, bar):
             where = item or f"line {lineno}"
@@ -319,15 +345,25 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
                 continue
             convs.append(msgs)
             wheres.append((where, lineno))
+            if want_tools:
+                tools_of.append(rec.get("tools") if type(rec) is dict else None)
             if len(convs) >= chunk_size or bar.done - flushed_at >= chunk_bytes:
-                flush(writer, convs, wheres)
+                flush(writer, convs, wheres, tools_of)
                 bar.update(items=len(convs))
                 convs, wheres = [], []
+                tools_of = [] if want_tools else None
                 flushed_at = bar.done
         if convs:
-            flush(writer, convs, wheres)
+            flush(writer, convs, wheres, tools_of)
             bar.update(items=len(convs))
+        if screen is not None:
+            finish(screen)
         if stats.conversations == 0:
+            if screen is not None:
+                finish(screen)
+            if screen is not None and screen.seen and not allow_empty:
+                raise CLIError(f"{src}: the hygiene checks dropped every conversation; pass --allow-empty to "
+                               "write an empty dataset")
             if stats.bad:
                 raise CLIError(f"{src}: no valid conversation ({plural(stats.bad, 'bad line')}; first: {stats.first_bad})")
             if not allow_empty:
@@ -342,17 +378,20 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         bar.close()
     stats.seconds = time.perf_counter() - start
     stats.bytes = bar.done
+    stats.hygiene = screen.report if screen is not None else None
     return stats
 
 
 # -- Parquet / Arrow sources and sharded output: chatdata.io does the work ------------------------
-def _import_tables(src, out, column, chunk_size, strict, overwrite, shard_size, report, allow_empty):
+def _import_tables(src, out, column, chunk_size, strict, overwrite, shard_size, report, allow_empty, screen=None,
+                   before_close=None):
     from ..io.tables import import_tables
     from ..td import FormatError
 
     try:
         return import_tables(src, out, column=column, chunk_size=chunk_size, strict=strict, overwrite=overwrite,
-                             shard_size=shard_size, report=report, allow_empty=allow_empty)
+                             shard_size=shard_size, report=report, allow_empty=allow_empty, screen=screen,
+                             before_close=before_close)
     except (ValueError, FormatError) as err:
         raise CLIError(str(err)) from None
 
@@ -373,9 +412,17 @@ def _sharded_writer(out: Path, shard_size: int, overwrite: bool, durable: bool =
 
 
 def run(args) -> int:
-    stats = import_file(args.src, args.out, fmt=args.format, chunk_size=args.chunk_size, strict=args.strict,
-                        overwrite=args.overwrite, allow_empty=args.allow_empty, column=args.column,
-                        shard_size=args.shard_size, durable=args.durable)
+    from .import_hygiene import build_screen, summary
+
+    screen = build_screen(args)
+    try:
+        stats = import_file(args.src, args.out, fmt=args.format, chunk_size=args.chunk_size, strict=args.strict,
+                            overwrite=args.overwrite, allow_empty=args.allow_empty, column=args.column,
+                            shard_size=args.shard_size, durable=args.durable, screen=screen)
+    except CLIError:
+        if screen is not None and screen.report.problems:
+            summary(screen, args, args.quiet)
+        raise
     if not args.quiet:
         rate = stats.bytes / max(stats.seconds, 1e-9)
         say(f"imported {plural(stats.conversations, 'conversation')} ({plural(stats.messages, 'message')}) "
@@ -383,4 +430,5 @@ def run(args) -> int:
         if stats.bad:
             say(f"skipped {plural(stats.bad, 'bad line')}; first: {stats.first_bad} "
                 "(use --strict to stop at the first)")
+    summary(screen, args, args.quiet)
     return 0

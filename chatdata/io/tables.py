@@ -154,11 +154,13 @@ def check_target(out: Path, overwrite: bool, sharded: bool) -> None:
 
 def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192, strict: bool = False,
                   overwrite: bool = True, shard_size: int | None = None, report=None,
-                  allow_empty: bool = True) -> TableImportStats:
+                  allow_empty: bool = True, screen=None, before_close=None) -> TableImportStats:
     """Import the Parquet / Arrow source ``src`` into the dataset folder ``out`` (sharded when
     ``shard_size``); returns counts. Raises ValueError (naming the file) for a bad source, and for
     a bad row when ``strict``, or when the source holds no conversation and not ``allow_empty``;
-    otherwise bad rows go to ``report(msg)`` and are skipped."""
+    otherwise bad rows go to ``report(msg)`` and are skipped. ``screen(history, file_name, rows,
+    unit="row")`` may filter each chunk (rows: the chunk's row numbers in the file);
+    ``before_close()`` runs before the output is committed and may raise to write nothing."""
     import sys
 
     import numpy as np
@@ -226,12 +228,18 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
                             bad(f.name, row0 + int(rows[i] if rows is not None else i),
                                 str(err).replace("row 0, ", "").replace("row 0: ", ""))
                     h = history_from_arrow(arr.take(pa.array(good, pa.int64())), column) if good else None
+                    rows = (rows[good] if rows is not None else np.array(good, dtype=np.int64))
+                if screen is not None and h is not None and h.batch_size[0]:
+                    src_rows = row0 + (rows if rows is not None else np.arange(h.batch_size[0]))
+                    h = screen(h, f.name, src_rows, unit="row")
                 row0 += n
                 if h is None or not h.batch_size[0]:
                     continue
                 writer.append(h)
                 stats.conversations += h.batch_size[0]
                 stats.messages += int(h.conversation_offsets()[-1])
+        if before_close is not None:
+            before_close()
         if stats.conversations == 0:
             if stats.bad:
                 raise ValueError(f"{src}: no valid conversation ({stats.bad} bad rows; first: {stats.first_bad})")

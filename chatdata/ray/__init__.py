@@ -7,7 +7,9 @@ cluster with chatdata's template engine, write sharded datasets from many worker
   the driver then adds all shards to ``manifest.json`` in one atomic update;
 * :func:`tokenize` - ``map_batches`` over ``History.apply_chat_template``: rows of
   ``input_ids`` (int32) and ``assistant_masks`` (bool). ``write`` turns it into a sharded
-  token set that :func:`chatdata.open_dataset` (and training code) reads lazily.
+  token set that :func:`chatdata.open_dataset` (and training code) reads lazily;
+* :mod:`chatdata.ray.hygiene` - tool-call checks, exact / near deduplication and decontamination
+  on the cluster (the same results as :mod:`chatdata.hygiene` on the same rows).
 
 Workers must see the dataset path (one machine, or a shared file system) and import chatdata.
 
@@ -58,16 +60,20 @@ def read(path, *, column: str = "messages"):
 
 
 @contextlib.contextmanager
-def _ordered():
+def _ordered(ds=None):
+    """Row order kept while this block runs: on the current DataContext, and on the context of
+    ``ds`` (a Dataset carries the context it was made with, shared with what derives from it)."""
     import ray.data
 
-    opts = ray.data.DataContext.get_current().execution_options
-    old = opts.preserve_order
-    opts.preserve_order = True
+    contexts = [ray.data.DataContext.get_current()] + ([ds.context] if ds is not None else [])
+    olds = [c.execution_options.preserve_order for c in contexts]
+    for c in contexts:
+        c.execution_options.preserve_order = True
     try:
         yield
     finally:
-        opts.preserve_order = old
+        for c, old in zip(contexts, olds):
+            c.execution_options.preserve_order = old
 
 
 def _write_batch(batch, out: str, column: str):
@@ -96,7 +102,7 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
     if out.exists() and any(out.iterdir()) and not is_sharded(out):
         raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset")
     (out / SHARDS).mkdir(parents=True, exist_ok=True)
-    with _ordered():
+    with _ordered(ds):
         written = ds.map_batches(functools.partial(_write_batch, out=str(out), column=column),
                                  batch_size=rows_per_shard, batch_format="pyarrow", zero_copy_batch=True)
         rows = written.take_all()

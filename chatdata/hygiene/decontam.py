@@ -1,0 +1,188 @@
+"""Decontamination: flag conversations that share a word n-gram (13 by default) with a benchmark
+prompt. Words are those of :mod:`chatdata.hygiene.words` (NFC, lowercase, runs of ``\\w``).
+
+A benchmark is a list of prompts; :func:`load_prompts` reads them from JSON Lines / JSON or
+Parquet (a column named by the user, or the first of ``prompt``, ``question``, ``problem``,
+``input``, ``text``, ``messages``). The n-gram hashes of all prompts of a benchmark are one
+sorted uint64 array (plus the prompt each came from); a chunk of conversations is checked with
+one vectorised ``searchsorted``. A prompt shorter than ``n`` words (but at least ``min_words``)
+matches where all its words appear in a row; shorter prompts are left out and counted.
+
+Example:
+    >>> from chatdata import History
+    >>> bench = {"quiz": ["what is the capital city of the small european country of luxembourg today"]}
+    >>> h = History.from_chats([[{"role": "user", "content": "Q: What is the capital city of the small "
+    ...                           "European country of Luxembourg today? A: Luxembourg."}],
+    ...                         [{"role": "user", "content": "hello"}]])
+    >>> decontaminate(h, bench).tolist()
+    [0]
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .columns import conversation_offsets, message_texts
+from .keyindex import KeyIndex
+from .words import ngram_hashes, word_hashes
+
+__all__ = ["decontaminate", "ContaminationIndex", "load_prompts", "PROMPT_COLUMNS"]
+
+PROMPT_COLUMNS = ("prompt", "question", "problem", "input", "text", "messages")
+
+
+def _as_text(value) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # a list of messages, or of strings
+        parts = [m.get("content") if isinstance(m, dict) else m for m in value]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return None
+
+
+def load_prompts(path, column: str | None = None) -> list[str]:
+    """The prompts of a benchmark file: ``.jsonl`` / ``.json`` (optionally ``.gz``) or
+    ``.parquet``; ``column`` names the field (default: the first of :data:`PROMPT_COLUMNS` the
+    file has). A value may be a string or a list of messages (their contents are joined).
+
+    Example:
+        >>> p = Path("bench.jsonl"); _ = p.write_text('{"question": "a b"}\\n{"question": "c"}\\n')
+        >>> load_prompts(p)
+        ['a b', 'c']
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such benchmark file")
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        from .deps import require_parquet
+
+        pq = require_parquet()
+
+        names = pq.read_schema(path).names
+        col = _pick(column, names, path)
+        rows = pq.read_table(path, columns=[col]).column(col).to_pylist()
+    else:
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            raw = f.read()
+        try:
+            doc = json.loads(raw)
+            records = doc if isinstance(doc, list) else [doc]
+        except ValueError:
+            records = []
+            for lineno, line in enumerate(raw.splitlines(), 1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except ValueError as err:
+                        raise ValueError(f"{path}:line {lineno}: invalid JSON ({err})") from None
+        keys = sorted({k for r in records if isinstance(r, dict) for k in r})
+        col = _pick(column, keys, path)
+        rows = [r.get(col) if isinstance(r, dict) else None for r in records]
+    texts = [t for t in map(_as_text, rows) if t]
+    if not texts:
+        raise ValueError(f"{path}: no text in column {col!r}")
+    return texts
+
+
+def _pick(column, names, path) -> str:
+    if column is not None:
+        if column not in names:
+            raise ValueError(f"{path} has no column {column!r}; columns: {', '.join(map(str, names)) or 'none'}")
+        return column
+    for c in PROMPT_COLUMNS:
+        if c in names:
+            return c
+    raise ValueError(f"{path}: none of the columns {', '.join(PROMPT_COLUMNS)}; name one with "
+                     f"--decontaminate-column (columns: {', '.join(map(str, names)) or 'none'})")
+
+
+class ContaminationIndex:
+    """Hashed n-grams of the prompts of one or more benchmarks (``{name: [prompt, ...]}``)."""
+
+    def __init__(self, benchmarks: dict[str, list[str]], n: int = 13, *, min_words: int = 8):
+        if n < 1:
+            raise ValueError(f"--ngram must be >= 1, got {n}")
+        self.n = n
+        self.min_words = min(min_words, n)
+        self.names = list(benchmarks)
+        self.prompts = {name: list(p) for name, p in benchmarks.items()}
+        self.skipped = {}  # benchmark -> prompts too short to use
+        # per gram length: gram hash -> benchmark number << 40 | prompt number
+        self._tables: dict[int, KeyIndex] = {}
+        parts: dict[int, list] = {}
+        for b, name in enumerate(self.names):
+            h, off = word_hashes(self.prompts[name])
+            lengths = np.diff(off)
+            self.skipped[name] = int((lengths < self.min_words).sum())
+            grams, goff = ngram_hashes(h, off, n)
+            owner = np.repeat(np.arange(len(lengths)), np.diff(goff))
+            parts.setdefault(n, []).append((grams, np.full(len(grams), b), owner))
+            for k in sorted(set(lengths[(lengths >= self.min_words) & (lengths < n)].tolist())):
+                which = np.flatnonzero(lengths == k)
+                whole, woff = ngram_hashes(h, off, k)
+                gk = np.diff(woff)
+                owner_k = np.repeat(np.arange(len(lengths)), gk)
+                sel = np.isin(owner_k, which)
+                parts.setdefault(k, []).append((whole[sel], np.full(int(sel.sum()), b), owner_k[sel]))
+        for k, items in parts.items():
+            table = self._tables[k] = KeyIndex()
+            table.add(np.concatenate([x[0] for x in items]),
+                      np.concatenate([(x[1].astype(np.int64) << 40) | x[2] for x in items]))
+
+    def __len__(self) -> int:
+        return sum(map(len, self._tables.values()))
+
+    def scan_texts(self, texts: list[str], groups: np.ndarray | None = None) -> list[tuple[int, int, int]]:
+        """``(group, benchmark number, prompt number)`` of the first match of each group of texts
+        with each benchmark; ``groups`` maps text -> group (offsets, default: one group per text)."""
+        h, off = word_hashes(texts)
+        groups = np.arange(len(texts) + 1) if groups is None else groups
+        hits = set()
+        out = []
+        for k, table in self._tables.items():
+            grams, goff = ngram_hashes(h, off, k)
+            q, v = table.lookup(grams)
+            if not len(q):
+                continue
+            group_of = np.searchsorted(groups, np.searchsorted(goff, q, side="right") - 1, side="right") - 1
+            for g, code in zip(group_of.tolist(), v.tolist()):
+                key = (g, code >> 40)
+                if key not in hits:
+                    hits.add(key)
+                    out.append((g, code >> 40, code & ((1 << 40) - 1)))
+        out.sort()
+        return out
+
+    def scan(self, history) -> list[tuple[int, int, int]]:
+        """``(conversation, benchmark number, prompt number)`` for each conversation of ``history``
+        and each benchmark it shares an n-gram with (the first such prompt)."""
+        return self.scan_texts(message_texts(history), conversation_offsets(history))
+
+
+def as_benchmarks(prompts) -> dict[str, list[str]]:
+    """``{name: prompts}`` from a dict, a list of prompts (named ``"prompts"``), or a file path."""
+    if isinstance(prompts, dict):
+        return {str(k): list(v) for k, v in prompts.items()}
+    if isinstance(prompts, (str, Path)):
+        return {Path(prompts).name: load_prompts(prompts)}
+    return {"prompts": list(prompts)}
+
+
+def decontaminate(history, prompts, n: int = 13) -> np.ndarray:
+    """Indices (int64, increasing) of the conversations of ``history`` that share a word
+    ``n``-gram with a prompt. ``prompts``: a list of strings, ``{benchmark: [prompt, ...]}``,
+    a :class:`ContaminationIndex`, or the path of a benchmark file (:func:`load_prompts`).
+
+    Example:
+        >>> from chatdata import History
+        >>> h = History.from_chats([[{"role": "user", "content": "one two three"}]])
+        >>> decontaminate(h, ["one two three four"], n=3).tolist()
+        [0]
+    """
+    index = prompts if isinstance(prompts, ContaminationIndex) else ContaminationIndex(as_benchmarks(prompts), n)
+    return np.array(sorted({c for c, _, _ in index.scan(history)}), dtype=np.int64)

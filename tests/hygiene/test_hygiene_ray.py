@@ -1,0 +1,73 @@
+"""chatdata.ray.hygiene on a real local Ray cluster (ray.init(num_cpus=2)): the same kept set,
+flagged rows and problems as the local functions on the same rows, over several blocks."""
+import os
+import numpy as np
+import pytest
+
+from chatdata import History, hygiene
+from chatdata.data import load_sample_chats, sample_tools
+from hygiene_data import planted
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real local cluster of 2 CPUs whose workers import this checkout (chatdata.ray.jobs.connect)."""
+    import ray
+
+    from chatdata.ray.jobs import connect
+
+    saved = os.environ.get("PYTHONPATH")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    assert connect(None, num_cpus=2)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+@pytest.fixture(scope="module")
+def data():
+    roles, contents, offsets, truth = planted(2_000, messages=(3, 5), words=(20, 60), seed=3)
+    h = History.from_message_columns({"role": roles, "content": contents}, offsets)
+    tools = History.from_chats([c for c in load_sample_chats() if any(m.get("tool_calls") for m in c)])
+    return h, tools, contents, offsets
+
+
+def _dataset(ray, h, blocks):
+    return ray.data.from_arrow([h[a:b].to_arrow() for a, b in blocks])
+
+
+def test_ray_dedup_keeps_the_local_set(ray_cluster, data):
+    import chatdata.ray.hygiene as rh
+
+    h, *_ = data
+    ds = _dataset(ray_cluster, h, [(0, 700), (700, 1_100), (1_100, 2_000)])
+    for mode in ("exact", "near"):
+        local = hygiene.dedup(h, mode)
+        assert len(local) < 2_000
+        assert np.array_equal(rh.dedup(ds, mode, batch_size=350), local), mode
+    kept = rh.dedup(ds, "near", batch_size=350)
+    assert rh.select(ds, kept).count() == len(kept)
+
+
+def test_ray_decontaminate_and_tool_checks_match_local(ray_cluster, data):
+    import chatdata.ray.hygiene as rh
+
+    h, tools, contents, offsets = data
+    prompts = [contents[offsets[i]] for i in (5, 1_700, 1_999)]
+    ds = _dataset(ray_cluster, h, [(0, 1_000), (1_000, 2_000)])
+    local = hygiene.decontaminate(h, prompts)
+    assert {5, 1_700, 1_999} <= set(local.tolist())
+    assert np.array_equal(rh.decontaminate(ds, prompts, batch_size=450), local)
+    broken = tools.to_chats()
+    first_call = next(m for m in broken[4] if m.get("tool_calls"))
+    first_call["tool_calls"][0]["function"]["arguments"] = "{oops"
+    broken[9].append({"role": "tool", "content": "?"})
+    t = History.from_chats(broken)
+    tds = _dataset(ray_cluster, t, [(0, 30), (30, len(broken))])
+    expected = hygiene.check_tool_calls(t, sample_tools())
+    assert [p["conversation"] for p in expected] == [4, 9]
+    assert rh.check_tool_calls(tds, sample_tools(), batch_size=16) == expected

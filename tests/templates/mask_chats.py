@@ -6,6 +6,8 @@ never.
 """
 from __future__ import annotations
 
+import json
+
 WEATHER = {
     "type": "function",
     "function": {
@@ -57,3 +59,19 @@ KINDS = {
     "tools": dict(chats=[TOOLS], tools=[WEATHER]),
     "reasoning": dict(chats=REASONING, tools=None),
 }
+
+
+def owned_pieces(message: dict) -> dict:
+    """{"content": str, "reasoning": [str], "args": [str]} a model must learn from one message."""
+    content = message.get("content") or ""
+    reasoning = []
+    if "</think>" in content:
+        head, content = content.split("</think>", 1)
+        reasoning.append(head.replace("<think>", "").strip())
+    if message.get("reasoning_content"):
+        reasoning.append(message["reasoning_content"].strip())
+    args = []
+    for call in message.get("tool_calls", []):
+        a = call["function"]["arguments"]
+        args.append((json.loads(a) if isinstance(a, str) else a)["city"])
+    return {"content": content.strip(), "reasoning": reasoning, "args": args}

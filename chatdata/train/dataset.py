@@ -13,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,22 @@ import torch
 __all__ = ["TokenDataset", "TokenRows", "IGNORE_INDEX"]
 
 IGNORE_INDEX = -100  # the label value torch's cross-entropy (and transformers) ignore
+_NOT_SIDE = ("input_ids", "assistant_masks", "attention_mask", "position_ids", "column_dtypes")
+
+
+def side_columns(values) -> dict:
+    """The per-token columns of a token set besides ``input_ids`` and ``assistant_masks``
+    (``logprobs``, ``loss_weights``, rollout extras, ...), each in its own dtype: columns that
+    ``column_dtypes`` lists as stored narrower are widened when rows are read."""
+    out = {}
+    for name in values.keys():
+        v = values.get(name)
+        if name not in _NOT_SIDE and isinstance(v, torch.Tensor) and v.ndim >= 1:
+            out[name] = v
+    dtypes = values["column_dtypes"] if "column_dtypes" in values.keys() else None
+    if isinstance(dtypes, str):
+        dtypes = json.loads(dtypes)
+    return {name: (t, getattr(torch, str((dtypes or {}).get(name, "")), None) or t.dtype) for name, t in out.items()}
 
 
 def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -45,10 +62,12 @@ class TokenRows(Sequence):
         (2, [6, 7])
     """
 
-    def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor):
+    def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor,
+                 columns: dict | None = None):
         self.input_ids = input_ids
         self.assistant_masks = assistant_masks
         self.offsets = offsets
+        self.columns = {} if columns is None else columns  # other per-token columns, flat like input_ids
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -72,7 +91,8 @@ class TokenRows(Sequence):
         j %= n
         a, b = int(self.offsets[j]), int(self.offsets[j + 1])
         ids, mask = self.input_ids[a:b], self.assistant_masks[a:b]
-        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX),
+                **{k: v[a:b] for k, v in self.columns.items()}}
 
 
 def _open_source(source):
@@ -113,7 +133,25 @@ def _open_source(source):
                              f"{type(t).__name__}{'' if not isinstance(t, torch.Tensor) else tuple(t.shape)}")
     if ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
-    return ids, masks, source.offsets
+    return ids, masks, source.offsets, side_columns(values)
+
+
+def _numpy_or_tensor(t: torch.Tensor):
+    """A numpy view of a column when numpy has its dtype (slicing it is cheaper), else the tensor."""
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError):  # bfloat16 and friends
+        return t
+
+
+def _take(col, dtype: torch.dtype, pieces: list) -> torch.Tensor:
+    """The rows ``pieces`` (``(start, stop)`` pairs) of a flat side column, as one tensor of ``dtype``."""
+    if isinstance(col, np.ndarray):
+        parts = [col[a:b] for a, b in pieces]
+        flat = np.concatenate(parts) if parts else col[:0]
+        return torch.from_numpy(np.ascontiguousarray(flat)).to(dtype)
+    parts = [col[a:b] for a, b in pieces]
+    return (torch.cat(parts) if parts else col[:0]).to(dtype)
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -123,7 +161,10 @@ class TokenDataset(torch.utils.data.Dataset):
     ``max_length``: optional; longer sequences are cut to their first ``max_length`` tokens (and
     ``lengths`` says so), so a packer never sees a sequence longer than its bins.
     ``ds[i]`` (int or 0-d tensor) is a dict: ``input_ids`` (int64), ``assistant_masks`` (bool)
-    and ``labels`` (``input_ids`` with -100 where the mask is 0).
+    and ``labels`` (``input_ids`` with -100 where the mask is 0), plus every other per-token
+    column the token set holds (``logprobs``, ``loss_weights``, rollout extras such as
+    ``routed_experts``), sliced alike and in the dtype it was given (``attention_mask`` is left
+    out: the collates build their own).
 
     Example:
         >>> from chatdata import History
@@ -137,7 +178,7 @@ class TokenDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, source, max_length: int | None = None):
-        ids, masks, offsets = _open_source(source)
+        ids, masks, offsets, side = _open_source(source)
         if offsets.numel() < 2:
             raise ValueError(f"{source if isinstance(source, (str, Path)) else 'the source'} holds no sequences: "
                              "an empty token set cannot be trained on")
@@ -147,6 +188,8 @@ class TokenDataset(torch.utils.data.Dataset):
         # numpy views of the (memory-mapped) columns: slicing and gathering small batches in numpy
         # costs microseconds, where torch's intra-op thread pool can cost milliseconds on a busy machine
         self._ids_np, self._masks_np = ids.numpy(), masks.numpy()
+        # other per-token columns: name -> (flat column, the dtype rows give it)
+        self._side = {name: (_numpy_or_tensor(t), dtype) for name, (t, dtype) in side.items()}
         self.offsets = offsets
         self._starts = offsets[:-1].numpy()
         self._ends = offsets[1:].numpy()
@@ -202,7 +245,8 @@ class TokenDataset(torch.utils.data.Dataset):
         a, b = int(self._starts[i]), int(self._ends[i])
         ids = torch.from_numpy(self._ids_np[a:b].astype(np.int64))
         mask = torch.from_numpy(self._masks_np[a:b].astype(bool))
-        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
+        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX),
+                **{name: _take(col, dtype, [(a, b)]) for name, (col, dtype) in self._side.items()}}
 
     def __getitems__(self, indices) -> TokenRows:
         """Many rows at once, as flat columns (what ``DataLoader`` calls with a batch sampler)."""
@@ -223,7 +267,8 @@ class TokenDataset(torch.utils.data.Dataset):
             mask = np.concatenate([self._masks_np[a:b] for a, b in pieces], dtype=bool, casting="unsafe")  # != 0
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets))
+        side = {name: _take(col, dtype, pieces) for name, (col, dtype) in self._side.items()}
+        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), side)
 
     def __repr__(self) -> str:
         return f"TokenDataset(sequences={len(self)}, tokens={self.num_tokens}, max_length={self.max_length})"

@@ -13,6 +13,9 @@ from .concat import ConcatTokenDataset
 from .dataset import IGNORE_INDEX, TokenDataset, TokenRows
 from .packing import PackingPlan, pack
 from .sampler import PackedBatchSampler
+from .tree_attention import tree_attention_mask, tree_block_mask, tree_logprobs, tree_model_inputs, tree_parents
+from .trees import collate_prefix_tree
 
 __all__ = ["TokenDataset", "ConcatTokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
-           "collate_padded", "IGNORE_INDEX"]
+           "collate_padded", "IGNORE_INDEX", "collate_prefix_tree", "tree_attention_mask", "tree_block_mask",
+           "tree_logprobs", "tree_model_inputs", "tree_parents"]

@@ -15,7 +15,8 @@ from .packing import PackingPlan, pack
 from .sampler import PackedBatchSampler
 from .tree_attention import tree_attention_mask, tree_block_mask, tree_logprobs, tree_model_inputs, tree_parents
 from .trees import collate_prefix_tree
+from .tree_packing import PrefixIndex, TreePackingPlan, pack_tree  # registers pack(..., strategy="tree")
 
 __all__ = ["TokenDataset", "ConcatTokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
            "collate_padded", "IGNORE_INDEX", "collate_prefix_tree", "tree_attention_mask", "tree_block_mask",
-           "tree_logprobs", "tree_model_inputs", "tree_parents"]
+           "tree_logprobs", "tree_model_inputs", "tree_parents", "PrefixIndex", "TreePackingPlan", "pack_tree"]

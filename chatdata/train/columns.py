@@ -38,13 +38,12 @@ import torch
 
 from .dataset import IGNORE_INDEX, TokenRows
 
-__all__ = ["FlatRows", "gather_rows", "pad_rows", "padded_index", "make_labels", "widen_columns", "narrow_integers",
+__all__ = ["FlatRows", "gather_rows", "pad_rows", "padded_index", "make_labels", "widen_columns",
            "LIST_COLUMNS", "SKIPPED_COLUMNS", "COLUMN_DTYPES"]
 
 LIST_COLUMNS = ("labels", "assistant_masks", "logprobs", "advantages", "loss_weights", "routed_experts")
 SKIPPED_COLUMNS = ("attention_mask", "position_ids")
 COLUMN_DTYPES = "column_dtypes"
-_NARROW = (torch.uint8, torch.int8)
 
 
 class FlatRows:
@@ -90,23 +89,6 @@ def widen_columns(columns: dict, dtypes) -> dict:
                 raise ValueError(f"{COLUMN_DTYPES}: {dtype_name!r} (for column {name!r}) is not a torch dtype")
             columns[name] = columns[name].to(dtype)
     return columns
-
-
-def narrow_integers(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as uint8 (or int8) when it is an integer tensor whose values all fit, else ``t``.
-
-    Example:
-        >>> narrow_integers(torch.tensor([[0, 255]], dtype=torch.int16)).dtype
-        torch.uint8
-    """
-    if t.dtype in _NARROW or t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex or t.numel() == 0:
-        return t
-    lo, hi = int(t.min()), int(t.max())
-    if lo >= 0 and hi <= 255:
-        return t.to(torch.uint8)
-    if lo >= -128 and hi <= 127:
-        return t.to(torch.int8)
-    return t
 
 
 def _as_ids(x, j: int) -> torch.Tensor:
@@ -257,8 +239,8 @@ def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> Flat
             j = int(np.flatnonzero(lengths == 0)[0])
             raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
         columns = {"assistant_masks": rows.assistant_masks, **rows.columns}
-        if labels:
-            columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in rows.columns else rows.labels
+        # every TokenDataset item has labels: a batch of them does too (a fresh tensor)
+        columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in rows.columns else rows.labels
         return FlatRows(rows.input_ids, offsets, columns)
     if hasattr(rows, "offsets") and hasattr(rows, "values") and hasattr(rows, "keys"):
         return _from_ragged(rows, allow_empty, labels)

@@ -45,23 +45,15 @@ from chatdata.train import (collate_padding_free, collate_prefix_tree, tree_atte
 TEMPLATES = ROOT / "tests" / "data" / "templates"
 
 
-def best(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
-
-
 def alternate(sides: dict, repeat: int) -> dict:
-    """Best time of each side, the sides run in turn ``repeat`` times."""
+    """Best time of each side (name -> function), the sides run in turn, ``repeat`` rounds."""
     times = {k: float("inf") for k in sides}
     for _ in range(repeat):
         for k, fn in sides.items():
-            t, _ = best(fn, 1)
-            times[k] = min(times[k], t)
+            gc.collect()
+            start = time.perf_counter()
+            fn()
+            times[k] = min(times[k], time.perf_counter() - start)
     return times
 
 
@@ -135,8 +127,8 @@ def part_grpo(args) -> None:
     bm_bytes = sum(x.numel() * x.element_size() for x in (bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks,
                                                           bm.full_kv_indices) if x is not None)
     bm_bytes += tree["subtree_end"].numel() * 8  # the mask_mod reads subtree_end
-    t_dense, _ = best(lambda: tree_attention_mask(tree), args.repeat)
-    t_block, _ = best(lambda: tree_block_mask(tree), args.repeat)
+    built = alternate({"dense": lambda: tree_attention_mask(tree), "block": lambda: tree_block_mask(tree)}, args.repeat)
+    t_dense, t_block = built["dense"], built["block"]
     print(f"\nMask memory at T={T:,}: dense float32 (1, 1, T, T) {mb(dense)} (built in {t_dense * 1e3:.0f} ms); "
           f"BlockMask (block 128) {bm_bytes / 1e3:,.1f} KB (built in {t_block * 1e3:.1f} ms), "
           f"{dense / bm_bytes:,.0f}x smaller")

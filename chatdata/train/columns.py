@@ -276,6 +276,12 @@ def pad_rows(flat: torch.Tensor, offsets: np.ndarray, L: int, pad=0, left: bool 
     n = offsets.size - 1
     if index is None:
         index = padded_index(offsets, L, left)
-    out = torch.full((n * L, *flat.shape[1:]), pad, dtype=flat.dtype)
-    out[index] = flat
+    shape = (n * L, *flat.shape[1:])
+    if flat.dtype == torch.bfloat16 or flat.requires_grad or flat.device.type != "cpu":
+        out = torch.full(shape, pad, dtype=flat.dtype, device=flat.device)
+        out[index.to(flat.device)] = flat
+    else:  # numpy's scatter: torch's index_put stalls for ms on a busy machine (thread-pool waits)
+        arr = np.full(shape, pad, dtype=flat.numpy().dtype)
+        arr[index.numpy()] = flat.numpy()
+        out = torch.from_numpy(arr)
     return out.reshape(n, L, *flat.shape[1:])

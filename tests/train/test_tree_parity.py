@@ -141,7 +141,7 @@ def test_grpo_loss_and_gradients_equal_padded_rows():
     grads_pad = torch.autograd.grad(loss_pad, params)
 
     assert torch.equal(padded["advantages"], tree["advantages"])
-    assert abs(float(loss_tree) - float(loss_pad)) < 1e-5, (float(loss_tree), float(loss_pad))
+    assert abs(loss_tree.item() - loss_pad.item()) < 1e-5, (loss_tree.item(), loss_pad.item())
     for a, b in zip(grads_tree, grads_pad):
         assert float(b.abs().max()) > 1e-4  # the gradient is there
         assert float((a - b).abs().max()) < 1e-5

@@ -102,6 +102,9 @@ def matrix_markdown(rows, tokenizers: list[str]) -> str:
         f"each checked with {len(tokenizers)} tokenizers: {', '.join(f'`{t}`' for t in tokenizers)}.",
         "What each column checks: [`docs/masks.md`](masks.md) (render, masks) and [`docs/rollout.md`](rollout.md) "
         "(token in, token out).",
+        "Token in, token out: `exact` -- the kept ids equal a fresh tokenization; `flagged` -- they differ, "
+        "`Rollout.drift()` says where, and the per-turn rows (`tokens(per_turn=True)`: each turn's prompt as the "
+        "policy saw it, then its sampled ids) are exact; `silent` (a bug, never expected) -- anything else.",
         "",
         "## Summary (template × tokenizer cases)",
         "",

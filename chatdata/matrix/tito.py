@@ -43,7 +43,7 @@ from .masks import Outcome
 from .probes import MATRIX_TOOL, Variant
 
 __all__ = ["ROLE_SETS", "FAILURE_MODES", "TitoResult", "family_tokenizer", "template_markers", "placeholder_markers", "role_set_case",
-           "failure_case", "tito_outcome"]
+           "failure_case", "tito_outcome", "per_turn_problem"]
 
 ROLE_SETS = (("tool",), ("tool", "user"), ("tool", "user", "system"))
 FAILURE_MODES = ("false_arg", "bpe_boundary", "xml_args", "stripped_think", "truncated")
@@ -196,7 +196,7 @@ def _play(template: str, tok: Any, start: list[dict], turns: list[tuple[dict, li
     facts = template_facts(template, tokenizer=tok, tools=tools, **kw)
     known = list(start)
     ro = Rollout([start], tokenizer=tok, chat_template=template, tools=tools, **kw)
-    prompts = []
+    prompts, sampled = [], []
     for n, (assistant, appended) in enumerate(turns):
         text = _turn_text(template, tok, known + [assistant], len(known), tools, kw, facts)
         if n == 0 and mode == "bpe_boundary":
@@ -206,21 +206,39 @@ def _play(template: str, tok: Any, start: list[dict], turns: list[tuple[dict, li
         if not text:
             raise _EmptyTurn(f"the template writes nothing for assistant turn {n + 1}")
         prompts.append(ro.prompt_ids()[0].tolist())
-        ro.add_response([_encode(tok, text)])
+        sampled.append(_encode(tok, text))
+        ro.add_response([sampled[-1]])
         known += [assistant] + appended
         if appended:
             ro.add_messages([appended])
-    return tito_outcome(ro, template, tok, tools, kw, facts, prompts)
+    return tito_outcome(ro, template, tok, tools, kw, facts, prompts, sampled)
+
+
+def per_turn_problem(ro: Rollout, turn_prompts: list, turn_ids: list) -> str:
+    """``""`` when every row of ``ro.tokens(per_turn=True)`` (one-row rollout) is the prompt the
+    policy was given for that turn followed by the turn's sampled ids verbatim, with the mask on
+    exactly those ids; else what differs."""
+    rows = ro.tokens(per_turn=True)
+    if len(rows) != len(turn_ids):
+        return f"per-turn rows: {len(rows)} rows for {len(turn_ids)} turns"
+    for i, (prompt, ids) in enumerate(zip(turn_prompts, turn_ids)):
+        row = rows[i]
+        want = list(prompt) + ids.tolist()
+        mask = row["assistant_masks"].bool().tolist()
+        if row["input_ids"].tolist() != want:
+            return f"per-turn row {i}: its ids are not the prompt of turn {i + 1} then its sampled ids"
+        if mask != [False] * len(prompt) + [True] * len(ids):
+            return f"per-turn row {i}: the mask is not exactly on the sampled ids of turn {i + 1}"
+    return ""
 
 
 def tito_outcome(ro: Rollout, template: str, tok: Any, tools: Any, kw: dict, facts: Any,
-                 turn_prompts: list) -> TitoResult:
+                 turn_prompts: list, turn_ids: list | None = None) -> TitoResult:
     """Classify a finished one-row rollout: ``exact``, ``flagged`` or ``silent`` (see the module
-    docstring). ``turn_prompts``: the prompt ids seen before each turn (for per-turn checks).
-
-    This is the one place to add a per-turn exactness check: each row of
-    ``ro.tokens(per_turn=True)`` must equal ``turn_prompts[i]`` followed by turn ``i``'s ids.
-    """
+    docstring). ``turn_prompts``: the prompt ids seen before each turn; ``turn_ids``: each turn's
+    sampled ids. With them, a drifting rollout is ``flagged`` only when its per-turn rows
+    (``ro.tokens(per_turn=True)``) are exact -- the data a user trains on instead -- and
+    ``silent`` otherwise (:func:`per_turn_problem`)."""
     kept = ro.prompt_ids()[0].tolist()
     history = ro.history.to_chats()[0]
     try:
@@ -233,7 +251,10 @@ def tito_outcome(ro: Rollout, template: str, tok: Any, tools: Any, kw: dict, fac
     drift = ro.drift()[0]
     out = TitoResult("exact" if same else ("flagged" if drift is not None else "silent"), kept=kept, fresh=fresh,
                      turn_prompts=turn_prompts)
-    if same and drift is not None:
+    problem = per_turn_problem(ro, turn_prompts, turn_ids) if turn_ids is not None else ""
+    if problem:
+        out.status, out.detail = "silent", problem
+    elif same and drift is not None:
         out.detail = "drift() reports a difference, but the ids equal a fresh tokenization"
     elif not same:
         j = next((i for i, (a, b) in enumerate(zip(kept, fresh)) if a != b), min(len(kept), len(fresh)))

@@ -27,13 +27,15 @@ from typing import Any
 import torch
 
 from ..history import History
-from ..td import RaggedTensorDict, TensorDict
+from ..td import RaggedTensorDict
 from ..templates import Renderer, TemplateError, resolve_chat_template
 from ..templates.parsers import parse_response, parser_for_template
 from ..templates.render import prepare_chat
 from .buffers import TokenRow
 from .delta import _WHOLE, TurnDelta
+from .extras import ExtrasSpec, RowSide, check_extras
 from .facts import TemplateFacts, facts_for_renderer
+from .per_turn import build_tokens
 
 __all__ = ["Rollout"]
 
@@ -101,6 +103,8 @@ class Rollout:
                 probe, add_special_tokens=False):  # the Rust backend alone gives the tokenizer's ids: use it
             self._encode_fast, self._decode_fast = backend.encode, backend.decode
         self._rows = [_Row(c) for c in _as_chats(history)]
+        self._sides = [RowSide() for _ in self._rows]  # turn spans and extras (rollout/extras.py)
+        self._extras = ExtrasSpec()
         for i, row in enumerate(self._rows):
             row.tokens.set_pending(self._encode(self._render(i, row.prepared)))
 
@@ -165,10 +169,13 @@ class Rollout:
         """
         return [self._rows[i].tokens.ids() for i in self._row_indices(rows, None, "prompt_ids")]
 
-    def add_response(self, ids: Sequence[Any], logprobs: Sequence[Any] | None = None, rows: Any = None) -> None:
+    def add_response(self, ids: Sequence[Any], logprobs: Sequence[Any] | None = None, extras: Any = None,
+                     rows: Any = None) -> None:
         """Append what the policy generated: one 1-D id tensor (or list) per row of ``rows``
         (all rows by default), EOT included, kept verbatim and masked as assistant tokens, with
-        optional ``logprobs`` of the same lengths. The decoded text is parsed with the template
+        optional ``logprobs`` of the same lengths. ``extras`` maps a column name to one tensor per
+        row whose first dim is the response length (``{"routed_experts": [int16 (R, layers, k)]}``);
+        see :mod:`chatdata.rollout.extras`. The decoded text is parsed with the template
         family's parser (content, ``tool_calls``, ``reasoning_content``) into a message appended
         to the row's conversation.
 
@@ -201,8 +208,11 @@ class Rollout:
                 if lp.ndim != 1 or lp.numel() != t.numel():
                     raise ValueError(f"row {i}: logprobs have shape {tuple(lp.shape)} but the response has {t.numel()} ids")
             checked.append((i, t.to(torch.int64), lp))
-        for i, t, lp in checked:  # all rows validated first: a bad row changes nothing
+        side = check_extras(extras, idx, [t.numel() for _, t, _ in checked], self._extras)
+        for (i, t, lp), ex in zip(checked, side):  # all rows validated first: a bad row changes nothing
+            start = len(self._rows[i].tokens)  # == len(prompt_ids()): the prompt the policy was given
             self._add_one_response(i, t, lp)
+            self._sides[i].record(start, start + t.numel(), ex)
 
     def _add_one_response(self, i: int, ids: torch.Tensor, logprobs: torch.Tensor | None) -> None:
         row = self._rows[i]
@@ -260,22 +270,30 @@ class Rollout:
         """The whole conversations as a History of batch ``(B, -1)``."""
         return History.from_chats([list(r.messages) for r in self._rows])
 
-    def tokens(self) -> RaggedTensorDict:
+    def tokens(self, per_turn: bool = False, compact: bool = True) -> RaggedTensorDict:
         """A ragged TensorDict of batch ``(B, -1)``: ``input_ids`` (every id so far),
-        ``assistant_masks`` (1 exactly on generated ids) and ``logprobs`` (0.0 elsewhere).
-        Save it with ``.memmap(path)``; ``chatdata.load_memmap`` reads it back."""
-        rows = [r.tokens for r in self._rows]
-        lengths = torch.tensor([len(t) for t in rows], dtype=torch.int64)
-        offsets = torch.zeros(len(rows) + 1, dtype=torch.int64)
-        torch.cumsum(lengths, 0, out=offsets[1:])
-        if rows:
-            values = {"input_ids": torch.cat([t.ids() for t in rows]),
-                      "assistant_masks": torch.cat([t.mask() for t in rows]),
-                      "logprobs": torch.cat([t.logprobs() for t in rows])}
-        else:
-            values = {"input_ids": torch.zeros(0, dtype=torch.int64),
-                      "assistant_masks": torch.zeros(0, dtype=torch.int64), "logprobs": torch.zeros(0)}
-        return RaggedTensorDict(TensorDict(values, [int(offsets[-1])]), offsets)
+        ``assistant_masks`` (1 exactly on generated ids), ``logprobs`` (0.0 elsewhere) and every
+        extra given to ``add_response`` (0 elsewhere). Save it with ``.memmap(path)``;
+        ``chatdata.load_memmap`` reads it back and ``chatdata.train.TokenDataset`` trains on it.
+
+        ``per_turn=True``: one row per assistant turn (rollout-row order, then turn order): the
+        ids ``prompt_ids()`` returned just before that turn's ``add_response`` (the prompt the
+        policy was given), then the turn's sampled ids verbatim, with ``assistant_masks``,
+        ``logprobs`` and extras on those ids only. Use it whenever ``drift()`` is not None; see
+        :mod:`chatdata.rollout.per_turn`. ``compact=False`` keeps narrow-stored integer extras
+        in their own dtype instead of uint8/int8 plus a ``column_dtypes`` entry."""
+        return build_tokens([r.tokens for r in self._rows], self._sides, self._extras, per_turn, compact)
+
+    def turn_spans(self, rows: Any = None) -> list[torch.Tensor]:
+        """Per row, an int64 ``(turns, 2)`` tensor: each sampled turn's ``[start, end)`` in the row's ids
+        (``start`` is the length of the prompt the policy was given for it).
+
+        Example:
+            >>> ro.turn_spans()[0].tolist()  # doctest: +SKIP
+            [[9, 11]]
+        """
+        return [torch.tensor(self._sides[i].turns, dtype=torch.int64).reshape(-1, 2)
+                for i in self._row_indices(rows, None, "turn_spans")]
 
     def drift(self, rows: Any = None) -> list[int | None]:
         """Per row, ``None`` if the kept ids agree with a fresh full render and tokenize of the

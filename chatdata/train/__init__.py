@@ -14,6 +14,10 @@ from .dataset import IGNORE_INDEX, TokenDataset, TokenRows
 from .packing import PackingPlan, pack
 from .sampler import PackedBatchSampler
 from .weighted_loss import weighted_causal_lm_loss
+from .tree_attention import tree_attention_mask, tree_block_mask, tree_logprobs, tree_model_inputs, tree_parents
+from .trees import collate_prefix_tree
+from .tree_packing import PrefixIndex, TreePackingPlan, pack_tree  # registers pack(..., strategy="tree")
 
 __all__ = ["TokenDataset", "ConcatTokenDataset", "TokenRows", "pack", "PackingPlan", "PackedBatchSampler", "collate_padding_free",
-           "collate_padded", "IGNORE_INDEX", "weighted_causal_lm_loss"]
+           "collate_padded", "IGNORE_INDEX", "collate_prefix_tree", "tree_attention_mask", "tree_block_mask",
+           "tree_logprobs", "tree_model_inputs", "tree_parents", "PrefixIndex", "TreePackingPlan", "pack_tree", "weighted_causal_lm_loss"]

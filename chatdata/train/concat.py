@@ -35,6 +35,25 @@ def _is_empty(source) -> bool:
     return isinstance(offsets, torch.Tensor) and offsets.numel() == 1
 
 
+def _side_columns(per_row: list, lengths: np.ndarray) -> dict:
+    """Each side column of the rows, concatenated; zeros for rows whose part lacks it."""
+    names = list(dict.fromkeys(name for cols in per_row for name in cols))
+    out = {}
+    for name in names:
+        like = next(cols[name] for cols in per_row if name in cols)
+        parts = []
+        for cols, n in zip(per_row, lengths.tolist()):
+            v = cols.get(name)
+            if v is None:
+                v = torch.zeros((n, *like.shape[1:]), dtype=like.dtype)
+            elif v.shape[1:] != like.shape[1:] or v.dtype != like.dtype:
+                raise ValueError(f"the parts disagree on side column {name!r}: per-token shape {tuple(v.shape[1:])} "
+                                 f"and dtype {v.dtype} against {tuple(like.shape[1:])} and {like.dtype}")
+            parts.append(v)
+        out[name] = torch.cat(parts)
+    return out
+
+
 class ConcatTokenDataset(torch.utils.data.Dataset):
     """Token sets read as one; see the module docstring.
 
@@ -136,28 +155,24 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
         rows = rows.astype(np.int64, copy=False) % n
         part_of = np.searchsorted(self._starts, rows, side="right") - 1
         lengths = np.zeros(rows.size, dtype=np.int64)
-        pieces: list = [None] * rows.size  # (ids, mask, weights) per row, filled part by part
-        weighted = self.has_loss_weights
+        pieces: list = [None] * rows.size  # (ids, mask, side columns) per row, filled part by part
         for k in np.unique(part_of).tolist():
             where = np.nonzero(part_of == k)[0]
             got = self.parts[k].__getitems__(rows[where] - self._starts[k])
             off = got.offsets.numpy()
             ids, mask = got.input_ids.numpy(), got.assistant_masks.numpy()
-            wts = got.loss_weights.numpy() if weighted else None
             for w, a, b in zip(where.tolist(), off[:-1].tolist(), off[1:].tolist()):
-                pieces[w] = (ids[a:b], mask[a:b], wts[a:b] if weighted else None)
+                pieces[w] = (ids[a:b], mask[a:b], {name: col[a:b] for name, col in got.columns.items()})
                 lengths[w] = b - a
         offsets = np.zeros(rows.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         if rows.size:
             ids = np.concatenate([p[0] for p in pieces])
             mask = np.concatenate([p[1] for p in pieces])
-            wts = np.concatenate([p[2] for p in pieces]) if weighted else None
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-            wts = np.zeros(0, dtype=np.float32) if weighted else None
         return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets),
-                         None if wts is None else torch.from_numpy(wts))
+                         _side_columns([p[2] for p in pieces], lengths))
 
     def __repr__(self) -> str:
         return (f"ConcatTokenDataset(parts={len(self.parts)}, sequences={len(self)}, tokens={self.num_tokens}, "

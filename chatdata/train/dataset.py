@@ -13,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,22 @@ import torch
 __all__ = ["TokenDataset", "TokenRows", "IGNORE_INDEX"]
 
 IGNORE_INDEX = -100  # the label value torch's cross-entropy (and transformers) ignore
+_NOT_SIDE = ("input_ids", "assistant_masks", "attention_mask", "position_ids", "column_dtypes")
+
+
+def side_columns(values) -> dict:
+    """The per-token columns of a token set besides ``input_ids`` and ``assistant_masks``
+    (``logprobs``, ``loss_weights``, rollout extras, ...), each in its own dtype: columns that
+    ``column_dtypes`` lists as stored narrower are widened when rows are read."""
+    out = {}
+    for name in values.keys():
+        v = values.get(name)
+        if name not in _NOT_SIDE and isinstance(v, torch.Tensor) and v.ndim >= 1:
+            out[name] = v
+    dtypes = values["column_dtypes"] if "column_dtypes" in values.keys() else None
+    if isinstance(dtypes, str):
+        dtypes = json.loads(dtypes)
+    return {name: (t, getattr(torch, str((dtypes or {}).get(name, "")), None) or t.dtype) for name, t in out.items()}
 
 
 def _labels(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -36,8 +53,8 @@ class TokenRows(Sequence):
     """Rows gathered from a :class:`TokenDataset` in one go, kept as flat columns.
 
     ``rows[j]`` is the same dict ``dataset[i]`` gives; the collators also read the flat columns
-    (``input_ids``, ``assistant_masks``, ``offsets``, and ``loss_weights`` when the token set has
-    them, else None) directly, so a batch is assembled without a Python loop over its rows.
+    (``input_ids``, ``assistant_masks``, ``offsets``) directly, so a batch is assembled without a
+    Python loop over its rows.
 
     Example:
         >>> rows = TokenRows(torch.tensor([5, 6, 7]), torch.tensor([False, True, True]), torch.tensor([0, 1, 3]))
@@ -46,11 +63,16 @@ class TokenRows(Sequence):
     """
 
     def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor,
-                 loss_weights: torch.Tensor | None = None):
+                 columns: dict | None = None):
         self.input_ids = input_ids
         self.assistant_masks = assistant_masks
         self.offsets = offsets
-        self.loss_weights = loss_weights
+        self.columns = {} if columns is None else columns  # other per-token columns, flat like input_ids
+
+    @property
+    def loss_weights(self) -> torch.Tensor | None:
+        """The flat float32 ``loss_weights`` column, or None when the rows carry none."""
+        return self.columns.get("loss_weights")
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -74,15 +96,12 @@ class TokenRows(Sequence):
         j %= n
         a, b = int(self.offsets[j]), int(self.offsets[j + 1])
         ids, mask = self.input_ids[a:b], self.assistant_masks[a:b]
-        row = {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX)}
-        if self.loss_weights is not None:
-            row["loss_weights"] = self.loss_weights[a:b]
-        return row
+        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX),
+                **{k: v[a:b] for k, v in self.columns.items()}}
 
 
 def _open_source(source):
-    """(flat input_ids, flat assistant_masks, flat loss_weights or None, offsets) of a token-set
-    folder or ragged stack."""
+    """(flat input_ids, flat assistant_masks, offsets) of a token-set folder or ragged stack."""
     from ..td import FormatError, RaggedTensorDict, load_memmap
 
     where = "the source"
@@ -119,13 +138,31 @@ def _open_source(source):
                              f"{type(t).__name__}{'' if not isinstance(t, torch.Tensor) else tuple(t.shape)}")
     if ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
-    weights = values.get("loss_weights") if "loss_weights" in keys else None
-    if weights is not None and (not isinstance(weights, torch.Tensor) or weights.ndim != 1
-                                or not weights.dtype.is_floating_point or weights.numel() != ids.numel()):
-        raise ValueError(f"{where}: loss_weights must be one flat float tensor with a weight per token "
-                         f"({ids.numel()}), got {type(weights).__name__}"
-                         f"{'' if not isinstance(weights, torch.Tensor) else f' {tuple(weights.shape)} {weights.dtype}'}")
-    return ids, masks, weights, source.offsets
+    side = side_columns(values)
+    if "loss_weights" in side:
+        w = side["loss_weights"][0]
+        if w.ndim != 1 or not w.dtype.is_floating_point or w.numel() != ids.numel():
+            raise ValueError(f"{where}: loss_weights must be one flat float column with a weight per token "
+                             f"({ids.numel()}), got {tuple(w.shape)} {w.dtype}")
+    return ids, masks, source.offsets, side
+
+
+def _numpy_or_tensor(t: torch.Tensor):
+    """A numpy view of a column when numpy has its dtype (slicing it is cheaper), else the tensor."""
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError):  # bfloat16 and friends
+        return t
+
+
+def _take(col, dtype: torch.dtype, pieces: list) -> torch.Tensor:
+    """The rows ``pieces`` (``(start, stop)`` pairs) of a flat side column, as one tensor of ``dtype``."""
+    if isinstance(col, np.ndarray):
+        parts = [col[a:b] for a, b in pieces]
+        flat = np.concatenate(parts) if parts else col[:0]
+        return torch.from_numpy(np.ascontiguousarray(flat)).to(dtype)
+    parts = [col[a:b] for a, b in pieces]
+    return (torch.cat(parts) if parts else col[:0]).to(dtype)
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -135,9 +172,10 @@ class TokenDataset(torch.utils.data.Dataset):
     ``max_length``: optional; longer sequences are cut to their first ``max_length`` tokens (and
     ``lengths`` says so), so a packer never sees a sequence longer than its bins.
     ``ds[i]`` (int or 0-d tensor) is a dict: ``input_ids`` (int64), ``assistant_masks`` (bool)
-    and ``labels`` (``input_ids`` with -100 where the mask is 0); on a token set with a
-    ``loss_weights`` column also ``loss_weights`` (float32), and then the mask and the labels are
-    0 / -100 wherever the weight is 0 as well.
+    and ``labels`` (``input_ids`` with -100 where the mask is 0), plus every other per-token
+    column the token set holds (``logprobs``, ``loss_weights``, rollout extras such as
+    ``routed_experts``), sliced alike and in the dtype it was given (``attention_mask`` is left
+    out: the collates build their own).
 
     Example:
         >>> from chatdata import History
@@ -151,7 +189,7 @@ class TokenDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, source, max_length: int | None = None):
-        ids, masks, weights, offsets = _open_source(source)
+        ids, masks, offsets, side = _open_source(source)
         if offsets.numel() < 2:
             raise ValueError(f"{source if isinstance(source, (str, Path)) else 'the source'} holds no sequences: "
                              "an empty token set cannot be trained on")
@@ -161,7 +199,8 @@ class TokenDataset(torch.utils.data.Dataset):
         # numpy views of the (memory-mapped) columns: slicing and gathering small batches in numpy
         # costs microseconds, where torch's intra-op thread pool can cost milliseconds on a busy machine
         self._ids_np, self._masks_np = ids.numpy(), masks.numpy()
-        self._weights_np = None if weights is None else weights.numpy()
+        # other per-token columns: name -> (flat column, the dtype rows give it)
+        self._side = {name: (_numpy_or_tensor(t), dtype) for name, (t, dtype) in side.items()}
         self.offsets = offsets
         self._starts = offsets[:-1].numpy()
         self._ends = offsets[1:].numpy()
@@ -175,16 +214,16 @@ class TokenDataset(torch.utils.data.Dataset):
         return torch.from_numpy(self._ends - self._starts)
 
     @property
-    def has_loss_weights(self) -> bool:
-        """Whether the token set has a ``loss_weights`` column (rows then carry it)."""
-        return self._weights_np is not None
-
-    @property
     def num_tokens(self) -> int:
         return int((self._ends - self._starts).sum())
 
     def __len__(self) -> int:
         return self._starts.size
+
+    @property
+    def has_loss_weights(self) -> bool:
+        """Whether the token set has a ``loss_weights`` column (``chatdata tokenize --loss-weight``)."""
+        return "loss_weights" in self._side
 
     def trained_lengths(self) -> torch.Tensor:
         """Trained (assistant-mask) tokens per sequence, int64: one pass over the mask column only.
@@ -221,15 +260,11 @@ class TokenDataset(torch.utils.data.Dataset):
         i = self._index(i)
         a, b = int(self._starts[i]), int(self._ends[i])
         ids = torch.from_numpy(self._ids_np[a:b].astype(np.int64))
-        mask = self._masks_np[a:b].astype(bool)
-        row = {"input_ids": ids}
-        if self._weights_np is not None:
-            w = self._weights_np[a:b].astype(np.float32)
-            mask &= w != 0
-            row["loss_weights"] = torch.from_numpy(w)
-        mask = torch.from_numpy(mask)
-        row.update(assistant_masks=mask, labels=ids.masked_fill(~mask, IGNORE_INDEX))
-        return row
+        mask = torch.from_numpy(self._masks_np[a:b].astype(bool))
+        side = {name: _take(col, dtype, [(a, b)]) for name, (col, dtype) in self._side.items()}
+        if "loss_weights" in side:  # a weight of 0 is not trained
+            mask &= side["loss_weights"] != 0
+        return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX), **side}
 
     def __getitems__(self, indices) -> TokenRows:
         """Many rows at once, as flat columns (what ``DataLoader`` calls with a batch sampler)."""
@@ -250,14 +285,10 @@ class TokenDataset(torch.utils.data.Dataset):
             mask = np.concatenate([self._masks_np[a:b] for a, b in pieces], dtype=bool, casting="unsafe")  # != 0
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        weights = None
-        if self._weights_np is not None:
-            w = self._weights_np
-            weights = (np.concatenate([w[a:b] for a, b in pieces], dtype=np.float32) if pieces
-                       else np.zeros(0, dtype=np.float32))
-            mask &= weights != 0
-            weights = torch.from_numpy(weights)
-        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), weights)
+        side = {name: _take(col, dtype, pieces) for name, (col, dtype) in self._side.items()}
+        if "loss_weights" in side:  # a weight of 0 is not trained
+            mask &= side["loss_weights"].numpy() != 0
+        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), side)
 
     def __repr__(self) -> str:
         return f"TokenDataset(sequences={len(self)}, tokens={self.num_tokens}, max_length={self.max_length})"

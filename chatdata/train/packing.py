@@ -28,10 +28,22 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["PackingPlan", "pack", "check_lengths", "STRATEGIES", "OVERFLOWS"]
+__all__ = ["PackingPlan", "pack", "check_lengths", "STRATEGIES", "OVERFLOWS", "register_planner", "planner"]
 
-STRATEGIES = ("bfd", "ffd")
+STRATEGIES = ("bfd", "ffd", "tree")
 OVERFLOWS = ("error", "truncate", "split", "drop")
+# strategies planned elsewhere register here (tree_packing.py: "tree"): name -> (index(source), plan(index, ...))
+_PLANNERS: dict = {}
+
+
+def register_planner(strategy: str, index, plan) -> None:
+    """Let ``pack(..., strategy=strategy)`` and the sampler use ``plan(index(source), max_tokens, overflow, seed=)``."""
+    _PLANNERS[strategy] = (index, plan)
+
+
+def planner(strategy: str):
+    """``(index, plan)`` of a strategy registered with :func:`register_planner`, else None."""
+    return _PLANNERS.get(strategy)
 _GROUP_RATIO = 1.01  # lengths within 1% of each other are placed together
 
 
@@ -201,7 +213,9 @@ def _place_groups(L: np.ndarray, C: int, best_fit: bool) -> tuple[np.ndarray, in
 def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error", *, seed: int | None = None) -> PackingPlan:
     """Plan bins of at most ``max_tokens`` tokens over sequences of the given ``lengths``.
 
-    ``strategy``: ``"bfd"`` (best-fit decreasing) or ``"ffd"`` (first-fit decreasing).
+    ``strategy``: ``"bfd"`` (best-fit decreasing), ``"ffd"`` (first-fit decreasing) or
+    ``"tree"`` (bins of prefix trees: pass the rows or dataset instead of ``lengths``; see
+    :mod:`chatdata.train.tree_packing`).
     ``overflow`` says what happens to a sequence longer than ``max_tokens``: ``"error"`` (a
     ValueError naming it), ``"truncate"`` (keep its first ``max_tokens`` tokens),
     ``"split"`` (cut it into pieces of ``max_tokens``, packed like sequences) or ``"drop"``.
@@ -216,6 +230,8 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
     C = _check_max_tokens(max_tokens)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if strategy in _PLANNERS:  # "tree": the first argument holds the token ids, not only lengths
+        return _PLANNERS[strategy][1](lengths, C, overflow, seed=seed)
     if overflow not in OVERFLOWS:
         raise ValueError(f"overflow must be one of {OVERFLOWS}, got {overflow!r}")
     lens = check_lengths(lengths)

@@ -23,7 +23,7 @@ import heapq
 
 import torch
 
-from .packing import check_lengths, pack
+from .packing import check_lengths, pack, planner
 
 __all__ = ["PackedBatchSampler"]
 
@@ -53,7 +53,9 @@ class PackedBatchSampler(torch.utils.data.Sampler):
     tokens per batch. ``num_replicas``/``rank`` default to ``torch.distributed``'s world size
     and rank when it is initialized (else 1 and 0). ``overflow``: ``"error"`` or ``"drop"`` for
     sequences longer than ``max_tokens`` (to truncate them, build the dataset with
-    ``TokenDataset(path, max_length=max_tokens)`` and pass its lengths).
+    ``TokenDataset(path, max_length=max_tokens)`` and pass its lengths). ``strategy="tree"``
+    packs prefix trees (collate them with ``collate_prefix_tree``): pass the dataset itself
+    instead of its lengths, since sharing depends on the ids.
 
     Example:
         >>> s = PackedBatchSampler(torch.tensor([5, 3, 4, 2, 6]), max_tokens=8, num_replicas=2, rank=1)
@@ -63,7 +65,9 @@ class PackedBatchSampler(torch.utils.data.Sampler):
 
     def __init__(self, lengths, max_tokens: int, shuffle: bool = True, seed: int = 0, num_replicas: int | None = None,
                  rank: int | None = None, drop_last: bool = False, strategy: str = "bfd", overflow: str = "error"):
-        self.lengths = check_lengths(lengths)
+        tree = planner(strategy)
+        self._source = tree[0](lengths) if tree else None  # e.g. the PrefixIndex of strategy="tree"
+        self.lengths = self._source.lengths if tree else check_lengths(lengths)
         if self.lengths.numel() == 0:
             raise ValueError("PackedBatchSampler got no lengths: the dataset holds no sequences")
         if overflow not in ("error", "drop"):
@@ -89,7 +93,8 @@ class PackedBatchSampler(torch.utils.data.Sampler):
     def _epoch_bins(self) -> list[torch.Tensor]:
         """Every rank's bins of this epoch, in dealing order (same on every rank)."""
         g_seed = self.seed + self.epoch
-        plan = pack(self.lengths, self.max_tokens, self.strategy, self.overflow, seed=g_seed if self.shuffle else None)
+        plan = pack(self.lengths if self._source is None else self._source, self.max_tokens, self.strategy,
+                    self.overflow, seed=g_seed if self.shuffle else None)
         bins = list(torch.split(plan.indices, (plan.bin_offsets[1:] - plan.bin_offsets[:-1]).tolist()))
         R = self.num_replicas
         if len(bins) % R and self.drop_last:

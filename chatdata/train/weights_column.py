@@ -1,55 +1,69 @@
-"""The ``loss_weights`` column of a batch: float32 per token, aligned with ``labels``.
+"""The ``loss_weights`` column: float32 per token, kept in agreement with ``labels`` and the mask.
 
-Rows carry it when their token set has one (``TokenRows.loss_weights``, or a ``"loss_weights"``
-entry in each row dict). The collators put it beside ``labels``, in the same shape, and keep the
-two in agreement: the weight is 0 wherever the label is -100, and the label is -100 wherever the
-weight is 0. :func:`~chatdata.train.weighted_causal_lm_loss` consumes it.
+A token set written with loss weights (``chatdata tokenize --loss-weight ...``,
+``History.apply_chat_template(..., loss_weights=...)``) carries it like any other per-token
+column (:mod:`.columns`); this module adds what makes it a weight rather than a plain column:
+it is a finite float >= 0, every row of a batch has one or none has, and a weight of 0 means
+"not trained": the label is -100 and the mask is off there, and the weight is 0 wherever the
+label is -100. :func:`~chatdata.train.weighted_causal_lm_loss` consumes it.
 
 Example:
-    >>> labels = torch.tensor([5, -100, 7])
-    >>> loss_weights_for([{"input_ids": [5, 6, 7], "loss_weights": [0.5, 1.0, 0.0]}], labels).tolist(), labels.tolist()
+    >>> import torch
+    >>> cols = {"labels": torch.tensor([5, -100, 7]), "loss_weights": torch.tensor([0.5, 1.0, 0.0])}
+    >>> reconcile_loss_weights(cols)
+    >>> cols["loss_weights"].tolist(), cols["labels"].tolist()
     ([0.5, 0.0, 0.0], [5, -100, -100])
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
-from .dataset import IGNORE_INDEX, TokenRows
+from .dataset import IGNORE_INDEX
 
-__all__ = ["loss_weights_for"]
+__all__ = ["reconcile_loss_weights", "check_weights_in_every_row", "LOSS_WEIGHTS"]
+
+LOSS_WEIGHTS = "loss_weights"
 
 
-def _flat_weights(rows) -> torch.Tensor | None:
-    if isinstance(rows, TokenRows):
-        return rows.loss_weights
-    present = [isinstance(r, Mapping) and r.get("loss_weights") is not None for r in rows]
-    if not any(present):
-        return None
-    if not all(present):
+def check_weights_in_every_row(rows) -> None:
+    """Refuse a list of row dicts where some rows carry ``loss_weights`` and others do not (a
+    row without weights would otherwise be padded with 0: silently not trained)."""
+    if not isinstance(rows, (list, tuple)):
+        return
+    present = [isinstance(r, Mapping) and r.get(LOSS_WEIGHTS) is not None for r in rows]
+    if any(present) and not all(present):
         raise ValueError(f"row {present.index(False)} has no loss_weights but row {present.index(True)} has: "
                          "give every row of a batch its loss_weights, or none")
-    parts = []
-    for j, row in enumerate(rows):
-        w = torch.as_tensor(row["loss_weights"], dtype=torch.float32)
-        n = len(row["input_ids"])
-        if w.ndim != 1 or w.numel() != n:
-            raise ValueError(f"row {j}: loss_weights has shape {tuple(w.shape)} but input_ids has {n} tokens")
-        parts.append(w)
-    return torch.cat(parts)
 
 
-def loss_weights_for(rows, labels: torch.Tensor) -> torch.Tensor | None:
-    """The flat float32 weights of ``rows`` (None when they carry none), 0 where ``labels`` is
-    -100; ``labels`` (flat, same length) is set to -100 in place where the weight is 0."""
-    w = _flat_weights(rows)
+def reconcile_loss_weights(columns: dict) -> None:
+    """In place: ``columns["loss_weights"]`` as float32, 0 where ``labels`` is -100; ``labels``
+    -100 and ``assistant_masks`` off where the weight is 0. No-op without a weights column."""
+    w = columns.get(LOSS_WEIGHTS)
     if w is None:
-        return None
-    if w.numel() != labels.numel():
-        raise ValueError(f"loss_weights has {w.numel()} entries but the batch {labels.numel()} tokens")
-    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        return
+    if w.ndim != 1:
+        raise ValueError(f"loss_weights must hold one weight per token, got per-token shape {tuple(w.shape[1:])}")
+    if w.dtype == torch.bool or not (w.dtype.is_floating_point or w.dtype in (torch.int8, torch.uint8, torch.int16,
+                                                                             torch.int32, torch.int64)):
+        raise TypeError(f"loss_weights must be numbers, got dtype {w.dtype}")
+    w = w.to(torch.float32)
+    wn = w.numpy()
+    if not np.isfinite(wn).all() or (wn < 0).any():
         raise ValueError("loss_weights must be finite and >= 0")
-    dead = (labels == IGNORE_INDEX) | (w == 0)
-    labels.masked_fill_(dead, IGNORE_INDEX)
-    return w.masked_fill(dead, 0.0)
+    dead = wn == 0
+    labels = columns.get("labels")
+    if labels is not None:
+        labels = columns["labels"] = labels.clone()  # never the caller's tensor
+        ln = labels.numpy()
+        ln[dead] = IGNORE_INDEX
+        dead = dead | (ln == IGNORE_INDEX)
+    masks = columns.get("assistant_masks")
+    if masks is not None:
+        columns["assistant_masks"] = masks.to(torch.bool) & torch.from_numpy(~dead)
+    w = w.clone() if w.data_ptr() == columns[LOSS_WEIGHTS].data_ptr() else w
+    w.numpy()[dead] = 0.0
+    columns[LOSS_WEIGHTS] = w

@@ -143,6 +143,36 @@ def test_a_forward_of_the_model_reproduces_the_stored_logprobs(scenario, tiny_mo
     assert worst < 1e-4
 
 
+def test_each_session_trains_once_as_a_prefix_tree(scenario, tiny_model):
+    """read_sessions -> collate_prefix_tree: a session's branches share their common prefix once
+    (T = the trie's nodes, the fork's shared ids not repeated), and one forward of the model over
+    the tree reproduces every stored logprob, on both branches."""
+    from transformers import AutoModelForCausalLM
+
+    from chatdata.train import collate_prefix_tree, tree_logprobs, tree_model_inputs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32, attn_implementation="sdpa").eval()
+    by_session: dict = {}
+    for r in scenario["records"]:
+        by_session.setdefault(r["session_id"], []).append(r)
+    forked = [rs for rs in by_session.values() if len(rs) > 1]
+    assert len(forked) == 2
+    worst = 0.0
+    for rows in forked:
+        rows = sorted(rows, key=lambda r: r["branch"])
+        batch = collate_prefix_tree(rows)
+        nodes = {tuple(r["input_ids"][:k + 1].tolist()) for r in rows for k in range(len(r["input_ids"]))}
+        _, shared = rows[1]["parent"]
+        assert batch["input_ids"].shape[1] == len(nodes) == sum(len(r["input_ids"]) for r in rows) - shared
+        with torch.no_grad():
+            lp = tree_logprobs(model(**tree_model_inputs(batch, model)).logits, batch)
+        for j, r in enumerate(rows):
+            m = r["assistant_masks"].bool()
+            assert torch.equal(batch["logprobs"][j, :len(m)], r["logprobs"])  # the stored column, aligned
+            worst = max(worst, float((lp[j, :len(m)][m] - r["logprobs"][m]).abs().max()))
+    assert worst < 1e-4
+
+
 def test_sessions_are_trees_and_a_rewritten_history_forks(scenario):
     by_session: dict = {}
     for r in scenario["records"]:

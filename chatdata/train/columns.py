@@ -1,0 +1,295 @@
+"""Per-token columns: how every collate finds, checks, widens and pads the columns a row carries.
+
+A row is a dict (or a TensorDict item, as ``Rollout.tokens()[i]`` gives) with a 1-D integer
+``input_ids``. Its **per-token columns** are, whatever their names:
+
+* every ``torch.Tensor`` or numpy array entry with at least one dim. Its first dim must equal
+  ``len(input_ids)``: a ValueError names the row and the column otherwise;
+* a list or tuple under one of the names in :data:`LIST_COLUMNS` (``[1, 0, 1]`` masks and
+  labels, written by hand).
+
+Not columns: ``attention_mask`` and ``position_ids`` (each collate builds its own), 0-d tensors,
+numbers, strings, ``None`` and other objects (per-row data such as a session id or a History).
+The collates leave them out. ``column_dtypes`` (a dict ``name -> dtype name``) says that those
+columns are stored narrower than their dtype (``Rollout.tokens()`` keeps routed-expert ids as
+uint8); they come out of :func:`gather_rows` in their own dtype again.
+
+A row that lacks a column other rows of the batch carry gets zeros there (``labels`` follow the
+collates' own rule instead). :func:`gather_rows` returns the batch as flat columns plus offsets
+(:class:`FlatRows`), with no Python loop over tokens; :func:`pad_rows` lays a flat column out as
+``(N, L, ...)``.
+
+Example:
+    >>> rows = [{"input_ids": [5, 6, 7], "logprobs": torch.tensor([0.0, -0.5, -0.25]), "session": "a"},
+    ...         {"input_ids": torch.tensor([8, 9]), "assistant_masks": [False, True]}]
+    >>> flat = gather_rows(rows)
+    >>> sorted(flat.columns), flat.columns["logprobs"].tolist(), flat.offsets.tolist()
+    (['assistant_masks', 'logprobs'], [0.0, -0.5, -0.25, 0.0, 0.0], [0, 3, 5])
+    >>> pad_rows(flat.columns["logprobs"], flat.offsets, 3).tolist()
+    [[0.0, -0.5, -0.25], [0.0, 0.0, 0.0]]
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from .dataset import IGNORE_INDEX, TokenRows
+from .weights_column import check_weights_in_every_row, reconcile_loss_weights
+
+__all__ = ["FlatRows", "gather_rows", "pad_rows", "padded_index", "make_labels", "widen_columns",
+           "LIST_COLUMNS", "SKIPPED_COLUMNS", "COLUMN_DTYPES"]
+
+LIST_COLUMNS = ("labels", "assistant_masks", "logprobs", "advantages", "loss_weights", "routed_experts")
+SKIPPED_COLUMNS = ("attention_mask", "position_ids")
+COLUMN_DTYPES = "column_dtypes"
+
+
+class FlatRows:
+    """A batch as flat columns: ``ids`` (int64, all rows' tokens), ``offsets`` (numpy int64,
+    ``N + 1``) and ``columns`` (name -> flat tensor whose first dim is the total)."""
+
+    __slots__ = ("ids", "offsets", "columns")
+
+    def __init__(self, ids: torch.Tensor, offsets: np.ndarray, columns: dict):
+        self.ids, self.offsets, self.columns = ids, offsets, columns
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+
+def _dtype_map(value) -> dict:
+    """``column_dtypes`` as a dict (it may come back from disk as a JSON string)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{COLUMN_DTYPES} must map column names to dtype names, got {type(value).__name__}")
+    return dict(value)
+
+
+def widen_columns(columns: dict, dtypes) -> dict:
+    """``columns`` with every column ``dtypes`` names cast back to its own dtype (values unchanged).
+
+    Example:
+        >>> widen_columns({"e": torch.tensor([3], dtype=torch.uint8)}, {"e": "int16"})["e"].dtype
+        torch.int16
+    """
+    dtypes = _dtype_map(dtypes)
+    for name, dtype_name in dtypes.items():
+        if name in columns:
+            dtype = getattr(torch, str(dtype_name), None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"{COLUMN_DTYPES}: {dtype_name!r} (for column {name!r}) is not a torch dtype")
+            columns[name] = columns[name].to(dtype)
+    return columns
+
+
+def _as_ids(x, j: int) -> torch.Tensor:
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x) if isinstance(x, np.ndarray) else x)
+    if t.ndim != 1:
+        raise ValueError(f"row {j}: input_ids must be 1-D, got shape {tuple(t.shape)}")
+    if t.numel() and (t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex):
+        raise TypeError(f"row {j}: input_ids must hold integer ids, got dtype {t.dtype}")
+    return t.to(torch.int64)
+
+
+def _row_columns(row, j: int, n: int) -> dict:
+    """The per-token columns of one row (see the module docstring), checked against ``n`` ids."""
+    out = {}
+    for name in row.keys():
+        if name == "input_ids" or name in SKIPPED_COLUMNS or name == COLUMN_DTYPES:
+            continue
+        v = row[name]
+        if isinstance(v, np.ndarray):
+            if v.ndim == 0:
+                continue
+            v = torch.from_numpy(np.ascontiguousarray(v))
+        elif isinstance(v, (list, tuple)) and name in LIST_COLUMNS:
+            v = torch.as_tensor(v)
+            if v.numel() == 0 and n == 0:
+                v = v.reshape(0)
+        elif not isinstance(v, torch.Tensor) or v.ndim == 0:
+            continue
+        if v.ndim == 0 or v.shape[0] != n:
+            raise ValueError(f"row {j}: {name} has {v.shape[0] if v.ndim else 0} entries along its first dim "
+                             f"(shape {tuple(v.shape)}) but input_ids has {n}: a per-token column needs one entry per token")
+        out[name] = v
+    widen_columns(out, _dtype_map(row[COLUMN_DTYPES]) if COLUMN_DTYPES in row.keys() else None)
+    return out
+
+
+def _cat(parts: list) -> torch.Tensor:
+    if all(p.dtype == parts[0].dtype for p in parts) and parts[0].dtype != torch.bfloat16:
+        return torch.from_numpy(np.concatenate([p.numpy() for p in parts]))
+    return torch.cat(parts)
+
+
+def make_labels(ids: torch.Tensor, masks: torch.Tensor | None) -> torch.Tensor:
+    """Labels from ids and an assistant mask: the id where the mask is set, else -100 (a new tensor).
+
+    Example:
+        >>> make_labels(torch.tensor([4, 5]), torch.tensor([0, 1])).tolist()
+        [-100, 5]
+    """
+    if masks is None:
+        return ids.clone()
+    return ids.masked_fill(~masks.to(torch.bool), IGNORE_INDEX)
+
+
+def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
+    if isinstance(rows, Mapping) or not hasattr(rows, "__len__"):
+        raise TypeError(f"rows must be a list of dicts (one per sequence), got {type(rows).__name__}")
+    if len(rows) == 0:
+        raise ValueError("cannot collate an empty batch: rows is empty")
+    ids, cols = [], []
+    for j, row in enumerate(rows):
+        if not (hasattr(row, "keys") and hasattr(row, "__getitem__")) or "input_ids" not in row.keys():
+            raise ValueError(f"row {j} must be a dict with an 'input_ids' entry, got {type(row).__name__}"
+                             f"{' with keys ' + str(sorted(row.keys())) if hasattr(row, 'keys') else ''}")
+        x = _as_ids(row["input_ids"], j)
+        if x.numel() == 0 and not allow_empty:
+            raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
+        c = _row_columns(row, j, x.numel())
+        if labels:
+            if "labels" in c:
+                y = c["labels"]
+                if y.ndim != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
+                    raise TypeError(f"row {j}: labels must be 1-D integer ids, got shape {tuple(y.shape)} "
+                                    f"and dtype {y.dtype}")
+                c["labels"] = y.to(torch.int64)
+            else:
+                c["labels"] = make_labels(x, c.get("assistant_masks"))
+        ids.append(x)
+        cols.append(c)
+    lengths = np.fromiter((t.numel() for t in ids), dtype=np.int64, count=len(ids))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    names = list(dict.fromkeys(name for c in cols for name in c))
+    columns = {}
+    for name in names:
+        like = next(c[name] for c in cols if name in c)
+        parts = []
+        for j, c in enumerate(cols):
+            v = c.get(name)
+            if v is None:
+                v = torch.zeros((int(lengths[j]), *like.shape[1:]), dtype=like.dtype)
+            elif v.shape[1:] != like.shape[1:]:
+                raise ValueError(f"row {j}: {name} has per-token shape {tuple(v.shape[1:])} but an earlier "
+                                 f"row has {tuple(like.shape[1:])}: every row must give a column the same trailing shape")
+            parts.append(v)
+        columns[name] = _cat(parts)
+    flat_ids = torch.from_numpy(np.concatenate([t.numpy() for t in ids]))
+    return FlatRows(flat_ids, offsets, columns)
+
+
+def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
+    """A ragged token set (``Rollout.tokens()``, ``apply_chat_template`` output) without a loop over rows."""
+    values = rows.values
+    offsets = rows.offsets.numpy().astype(np.int64, copy=False)
+    if offsets.size < 2:
+        raise ValueError("cannot collate an empty batch: the ragged stack holds no rows")
+    ids = values.get("input_ids") if "input_ids" in values.keys() else None
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 1:
+        raise ValueError("the ragged stack must hold a flat 'input_ids' column of token ids")
+    lengths = offsets[1:] - offsets[:-1]
+    if not allow_empty and not lengths.all():
+        j = int(np.flatnonzero(lengths == 0)[0])
+        raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
+    columns = {}
+    for name in values.keys():
+        if name == "input_ids" or name in SKIPPED_COLUMNS or name == COLUMN_DTYPES:
+            continue
+        v = values.get(name)
+        if isinstance(v, torch.Tensor) and v.ndim >= 1:
+            columns[name] = v
+    if COLUMN_DTYPES in values.keys():
+        widen_columns(columns, values[COLUMN_DTYPES])
+    ids = ids.to(torch.int64)
+    if labels:
+        columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in columns else \
+            make_labels(ids, columns.get("assistant_masks"))
+    return FlatRows(ids, offsets, columns)
+
+
+def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> FlatRows:
+    """The rows of a batch as :class:`FlatRows`; see the module docstring.
+
+    ``rows``: a list of dicts / TensorDict items, the :class:`TokenRows` a ``TokenDataset`` gives a
+    ``DataLoader``, or a ragged token set (``Rollout.tokens()``). ``labels=True`` adds a
+    ``labels`` column: the row's own, else its ids where ``assistant_masks`` is set (-100
+    elsewhere), else its ids. ``allow_empty=False`` refuses a row without tokens.
+
+    Example:
+        >>> gather_rows([{"input_ids": [1, 2], "assistant_masks": [0, 1]}], labels=True).columns["labels"].tolist()
+        [-100, 2]
+    """
+    flat = _gather(rows, allow_empty, labels)
+    reconcile_loss_weights(flat.columns)  # a weight of 0: not trained (labels -100, mask off)
+    return flat
+
+
+def _gather(rows, allow_empty: bool, labels: bool) -> FlatRows:
+    if isinstance(rows, TokenRows):
+        offsets = rows.offsets.numpy().astype(np.int64, copy=False)
+        if offsets.size < 2:
+            raise ValueError("cannot collate an empty batch: rows is empty")
+        lengths = offsets[1:] - offsets[:-1]
+        if not allow_empty and not lengths.all():
+            j = int(np.flatnonzero(lengths == 0)[0])
+            raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
+        columns = {"assistant_masks": rows.assistant_masks, **rows.columns}
+        # every TokenDataset item has labels: a batch of them does too (a fresh tensor)
+        columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in rows.columns else rows.labels
+        return FlatRows(rows.input_ids, offsets, columns)
+    if hasattr(rows, "offsets") and hasattr(rows, "values") and hasattr(rows, "keys"):
+        return _from_ragged(rows, allow_empty, labels)
+    check_weights_in_every_row(rows)
+    return _from_list(rows, allow_empty, labels)
+
+
+def padded_index(offsets: np.ndarray, L: int, left: bool = False) -> torch.Tensor:
+    """Flat positions, in an ``(N, L)`` layout, of every token of rows cut by ``offsets``.
+
+    Example:
+        >>> padded_index(np.array([0, 2, 3]), 3).tolist(), padded_index(np.array([0, 2, 3]), 3, left=True).tolist()
+        ([0, 1, 3], [1, 2, 5])
+    """
+    lengths = offsets[1:] - offsets[:-1]
+    total = int(offsets[-1])
+    row = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+    col = np.arange(total, dtype=np.int64) - offsets[:-1][row]
+    if left:
+        col += (L - lengths)[row]
+    return torch.from_numpy(row * L + col)
+
+
+def pad_rows(flat: torch.Tensor, offsets: np.ndarray, L: int, pad=0, left: bool = False,
+             index: torch.Tensor | None = None) -> torch.Tensor:
+    """A flat column ``(total, ...)`` laid out per row as ``(N, L, ...)``, ``pad`` elsewhere.
+
+    ``index`` (from :func:`padded_index`) saves recomputing the positions for each column.
+
+    Example:
+        >>> pad_rows(torch.tensor([1, 2, 3]), np.array([0, 1, 3]), 2, pad=-1).tolist()
+        [[1, -1], [2, 3]]
+    """
+    n = offsets.size - 1
+    if index is None:
+        index = padded_index(offsets, L, left)
+    shape = (n * L, *flat.shape[1:])
+    if flat.dtype == torch.bfloat16 or flat.requires_grad or flat.device.type != "cpu":
+        out = torch.full(shape, pad, dtype=flat.dtype, device=flat.device)
+        out[index.to(flat.device)] = flat
+    else:  # numpy's scatter: torch's index_put stalls for ms on a busy machine (thread-pool waits)
+        arr = np.full(shape, pad, dtype=flat.numpy().dtype)
+        arr[index.numpy()] = flat.numpy()
+        out = torch.from_numpy(arr)
+    return out.reshape(n, L, *flat.shape[1:])

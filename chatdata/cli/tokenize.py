@@ -84,7 +84,7 @@ def _encode(chats, template, tools, tokenizer, mask_options):
 
     texts, spans = render_chats_with_spans(chats, template, tools=tools, tokenizer=tokenizer,
                                            add_generation_prompt=False, **mask_options)
-    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True)
+    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True, template=template)
     return enc["input_ids"], enc["assistant_masks"]
 
 

@@ -90,7 +90,8 @@ def apply_chat_template(
         texts = render_chats(chats, template, continue_final_message=continue_final_message, **common)
         spans = None
     out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=bool(truncation),
-                         max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask)
+                         max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask,
+                         template=template)
     if return_dict is None:
         return_dict = bool(return_assistant_tokens_mask)
     keys = [k for k in _KEYS if k in out]

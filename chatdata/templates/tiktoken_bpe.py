@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import unicodedata
 import weakref
 from typing import Any, Sequence
@@ -121,6 +122,25 @@ def _prefix_clash(tokens: Sequence[str]) -> str | None:
     return None
 
 
+def _trie_pattern(words: Sequence[str]) -> str:
+    """A regex matching exactly ``words`` (no word a prefix of another), factored as a trie so
+    that a scan tries one branch per character instead of every word."""
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        alts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if "" in node or not alts:
+            return ""  # words are prefix-free: a word's end has no children
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return emit(trie)
+
+
 class TiktokenBPE:
     """A ``tiktoken.Encoding`` checked to give a Hugging Face tokenizer's ids, plus what the
     mask engine needs: ``char_widths[id]``, the number of characters each token starts (UTF-8
@@ -144,6 +164,11 @@ class TiktokenBPE:
         self.nfc = nfc
         self.separator = separator  # an added token: joins texts without any merge across them
         self.separator_id = encoding.encode_single_token(separator)
+        # the added tokens, longest spelling first at each place (they are prefix-free)
+        self.special_re = re.compile("(" + _trie_pattern(list(encoding._special_tokens)) + ")")
+        self._only_separator = {separator}
+        self.piece_cache: dict | None = None  # segment -> ids, filled by the splice engine
+        self.template_ok: dict[str, bool] = {}  # template -> the splice engine agreed with the full encode
 
     def supports(self, text: str) -> bool:
         """Whether ``text`` encodes here exactly as in the tokenizer (not: text the NFC
@@ -155,13 +180,16 @@ class TiktokenBPE:
         """The ids of ``text`` (added tokens split out, no special tokens added). The caller
         checks :meth:`supports` first.
         """
-        return self.encoding.encode(text, allowed_special="all")
+        found = set(self.special_re.findall(text))  # tiktoken copies the allowed set per call: keep it small
+        return self.encoding.encode(text, allowed_special=found, disallowed_special=())
 
-    def encode_joined(self, texts: Sequence[str]) -> np.ndarray:
-        """The ids of ``texts`` laid end to end with :attr:`separator` between them (one call
-        into tiktoken, without the GIL), as an int64 array.
+    def encode_joined(self, segments: Sequence[str]) -> np.ndarray:
+        """The ids of ``segments`` -- texts holding no added token -- laid end to end with
+        :attr:`separator` between them (one call into tiktoken, without the GIL), as int64.
         """
-        return self.encoding.encode_to_numpy(self.separator.join(texts), allowed_special="all").astype(np.int64)
+        joined = self.separator.join(segments)
+        return self.encoding.encode_to_numpy(joined, allowed_special=self._only_separator,
+                                             disallowed_special=()).astype(np.int64)
 
     def decode(self, ids: Sequence[int]) -> str | None:
         """The text of ``ids`` when their bytes are valid UTF-8, else None (the tokenizer's own
@@ -247,15 +275,13 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
     if clash:
         return None, clash
     chars = byte_level_chars()
-    ranks: dict[bytes, int] = {}
-    for spelling, tid in backend.get_vocab(with_added_tokens=False).items():
-        if tid in added:
-            continue
-        try:
-            ranks[bytes([chars[c] for c in spelling])] = tid
-        except KeyError:
-            return None, f"vocabulary entry {spelling!r} is not byte-level"
-    if len(ranks) != len(set(ranks.values())) or any(bytes([b]) not in ranks for b in range(256)):
+    vocab = {s: tid for s, tid in backend.get_vocab(with_added_tokens=False).items() if tid not in added}
+    strange = set("".join(vocab)) - chars.keys()
+    if strange:
+        return None, f"vocabulary characters {sorted(strange)[:5]} are not byte-level"
+    to_latin1 = {ord(c): b for c, b in chars.items()}  # each byte-level character -> its byte
+    ranks = {s.translate(to_latin1).encode("latin-1"): tid for s, tid in vocab.items()}
+    if len(ranks) != len(vocab) or any(bytes([b]) not in ranks for b in range(256)):
         return None, "the vocabulary does not hold every single byte once"
     try:
         encoding = tiktoken.Encoding(f"chatdata-{id(backend)}", pat_str=pattern, mergeable_ranks=ranks,
@@ -264,16 +290,19 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
         return None, f"tiktoken cannot build it: {err}"
     size = max(max(ranks.values()), max(specials.values())) + 1
     widths = np.zeros(size, dtype=np.int64)
-    for b, tid in ranks.items():
-        widths[tid] = sum(1 for x in b if x & 0xC0 != 0x80)
+    spellings = list(ranks)
+    raw = np.frombuffer(b"".join(spellings), dtype=np.uint8)
+    starts = np.zeros(len(spellings), dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, spellings), dtype=np.int64, count=len(spellings))[:-1], out=starts[1:])
+    lead = ((raw & 0xC0) != 0x80).astype(np.int64)  # UTF-8 lead bytes: one per character started
+    widths[np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))] = np.add.reduceat(lead, starts)
     for content, tid in specials.items():
         widths[tid] = len(content)
     separator = min(specials, key=lambda s: (len(s), s))
     bpe = TiktokenBPE(encoding, widths, nfc, separator)
-    for text in _probe_texts(list(specials)):
-        if nfc:
-            text = unicodedata.normalize("NFC", text)
-        if bpe.encode(text) != backend.encode(text, add_special_tokens=False).ids:
+    probes = [unicodedata.normalize("NFC", t) if nfc else t for t in _probe_texts(list(specials))]
+    for text, enc in zip(probes, backend.encode_batch(probes, add_special_tokens=False)):
+        if bpe.encode(text) != enc.ids:
             return None, f"ids differ from the tokenizer's on the probe text {text[:60]!r}"
     return bpe, ""
 

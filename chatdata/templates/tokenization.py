@@ -1,6 +1,8 @@
 """Tokenise rendered chats and turn assistant character spans into token masks.
 
-One batch call into the fast tokenizer (``add_special_tokens=False``, as
+When the tokenizer has a verified tiktoken twin, ids and masks come from the splice engine
+(:mod:`.splice`), checked against the path below once per template and tokenizer. The
+reference path: one batch call into the fast tokenizer (``add_special_tokens=False``, as
 ``apply_chat_template`` does), then a single vectorised torch pass for all masks:
 
 1. all texts are laid end to end; span starts add +1 and span ends -1 to a difference array,
@@ -23,6 +25,8 @@ from array import array
 from typing import Any, Sequence
 
 import torch
+
+from .splice import spliced_ids_and_masks
 
 
 def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
@@ -163,6 +167,7 @@ def tokenize_chats(
     truncation: bool = False,
     max_length: int | None = None,
     return_assistant_tokens_mask: bool = False,
+    template: str | None = None,
 ) -> dict:
     """Tokenise rendered chats (no special tokens added) and build assistant token masks.
 
@@ -170,6 +175,11 @@ def tokenize_chats(
     tensors, or 2-D tensors padded on ``tokenizer.padding_side`` with ``tokenizer.pad_token_id``
     when ``padding`` is ``True``/``"longest"``/``"max_length"``. Truncation (``truncation=True``
     with ``max_length``) cuts ids and masks together on ``tokenizer.truncation_side``.
+
+    Ids and masks come from the splice engine (:mod:`.splice`) when the tokenizer has a verified
+    tiktoken twin, else from the tokenizer's full batch encode; both give the same result.
+    ``template`` (the template that rendered ``texts``) lets the engine check itself against
+    the full encode once per template and tokenizer, and fall back where they differ.
 
     Example:
         >>> from chatdata.templates import render_chats_with_spans, get_chat_template
@@ -188,12 +198,17 @@ def tokenize_chats(
         max_length = getattr(tokenizer, "model_max_length", None)
     side = getattr(tokenizer, "truncation_side", "right")
     if getattr(tokenizer, "is_fast", False):
-        with _gc_paused():  # millions of new ints and lists: no point scanning them mid-flight
-            ids, encs = _encode_fast(tokenizer, texts, bool(truncation), max_length)
-        masks = None
-        if return_assistant_tokens_mask:
-            masks = (char_masks_to_token_masks([len(t) for t in texts], spans, encs)
-                     if isinstance(encs[0] if encs else None, torch.Tensor) else span_token_masks(encs, spans))
+        def reference(texts, spans):  # the full encode: what the splice engine must equal
+            with _gc_paused():  # millions of new ints and lists: no point scanning them mid-flight
+                ids, encs = _encode_fast(tokenizer, texts, bool(truncation), max_length)
+            if spans is None:
+                return ids, None
+            return ids, (char_masks_to_token_masks([len(t) for t in texts], spans, encs)
+                         if isinstance(encs[0] if encs else None, torch.Tensor) else span_token_masks(encs, spans))
+
+        want = spans if return_assistant_tokens_mask else None
+        spliced = spliced_ids_and_masks(texts, want, tokenizer, reference=reference, template=template)
+        ids, masks = spliced if spliced is not None else reference(texts, want)
         if truncation and max_length is not None:
             ids = [_truncate(t, max_length, side) for t in ids]
             masks = masks and [_truncate(m, max_length, side) for m in masks]

@@ -16,8 +16,8 @@ DeepSeek, ...). :func:`tiktoken_bpe_for` rebuilds such a tokenizer as a ``tiktok
 
 It gives up (returns None, and the caller keeps the Hugging Face path) when anything is not
 representable: another model or normalizer, BPE dropout, byte fallback, a subword prefix,
-added tokens with ``lstrip``/``rstrip``/``single_word``/``normalized``, added tokens of which
-one is a prefix of another, ``split_special_tokens``, offsets trimmed by the post-processor, a
+added tokens with ``lstrip``/``rstrip``/``single_word``, added tokens of which one is a
+prefix of another (or, when some are ``normalized`` and some not, can overlap another), ``split_special_tokens``, offsets trimmed by the post-processor, a
 pattern tiktoken's regex engine refuses -- or a probe text (every added token among words,
 whitespace runs, digits, contractions, many scripts and a sweep of the Unicode planes) whose
 ids differ from the tokenizer's own. Hugging Face stays the reference: this is a verified
@@ -139,6 +139,18 @@ def _trie_pattern(words: Sequence[str]) -> str:
         return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
     return emit(trie)
+
+
+def _overlap(tokens: Sequence[str]) -> str | None:
+    """Where an added token's end could be another's start (``tokenizers`` matches added tokens
+    with ``normalized=False`` before the others, tiktoken all at once: the cuts agree unless two
+    can overlap)."""
+    prefixes = {t[:i] for t in tokens for i in range(1, len(t))}
+    for t in tokens:
+        for i in range(1, len(t)):
+            if t[i:] in prefixes:
+                return f"the added token {t!r} can overlap another one"
+    return None
 
 
 class TiktokenBPE:
@@ -266,12 +278,14 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
         return None, "the post-processor trims offsets (masks would differ at spaces)"
     added = backend.get_added_tokens_decoder()
     for tid, tok in added.items():
-        if tok.lstrip or tok.rstrip or tok.single_word or tok.normalized:
-            return None, f"added token {tok.content!r} has lstrip/rstrip/single_word/normalized"
+        if tok.lstrip or tok.rstrip or tok.single_word:
+            return None, f"added token {tok.content!r} has lstrip/rstrip/single_word"
     specials = {tok.content: tid for tid, tok in added.items()}
     if not specials:
         return None, "no added token to join texts with"
     clash = _prefix_clash(list(specials))
+    if clash is None and len({tok.normalized for tok in added.values()}) > 1:
+        clash = _overlap(list(specials))  # two matching passes: the same cuts only if no two can overlap
     if clash:
         return None, clash
     chars = byte_level_chars()

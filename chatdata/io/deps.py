@@ -6,11 +6,15 @@ Example:
 from __future__ import annotations
 
 import importlib
+import sys
 
 __all__ = ["require_pyarrow", "require_datasets", "require_ray"]
 
 
 def _require(module: str, extra: str, what: str):
+    loaded = sys.modules.get(module)  # already imported: skip the import machinery (hot paths ask often)
+    if loaded is not None:
+        return loaded
     try:
         return importlib.import_module(module)
     except ImportError as err:

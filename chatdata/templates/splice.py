@@ -27,13 +27,12 @@ Example:
     >>> from chatdata.templates.tiktoken_bpe import tiktoken_bpe_for
     >>> tok = load_sample_tokenizer()
     >>> texts = ["<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\nyo<|im_end|>\\n"]
-    >>> ids, offsets, masks = splice_encode(tiktoken_bpe_for(tok), texts, [[(47, 59)]])
+    >>> ids, offsets, masks = splice_encode(tiktoken_bpe_for(tok), texts, [[(52, 64)]])
     >>> ids.tolist() == tok.encode(texts[0], add_special_tokens=False), masks.tolist()
     (True, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0])
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from typing import Sequence
@@ -220,9 +219,9 @@ def spliced_ids_and_masks(texts: Sequence[str], spans, tokenizer, *, reference, 
         >>> ids[0].tolist(), masks
         ([6023, 1052], None)
     """
-    from .tiktoken_bpe import tiktoken_bpe_for
+    from .tiktoken_bpe import tiktoken_bpe_for, twin_allowed
 
-    if os.environ.get("CHATDATA_SPLICE", "1") == "0":
+    if not twin_allowed():
         return None
     bpe = tiktoken_bpe_for(tokenizer)
     if bpe is None:

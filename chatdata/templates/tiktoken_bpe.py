@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["TiktokenBPE", "tiktoken_bpe_for", "why_not_tiktoken", "byte_level_chars", "encode_threads"]
+__all__ = ["TiktokenBPE", "tiktoken_bpe_for", "why_not_tiktoken", "byte_level_chars", "encode_threads", "twin_allowed"]
 
 # the pattern of tokenizers' ByteLevel pre-tokenizer with use_regex=True (GPT-2's)
 _BYTE_LEVEL_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -164,8 +164,8 @@ class TiktokenBPE:
     Example:
         >>> from chatdata.data import load_sample_tokenizer
         >>> bpe = tiktoken_bpe_for(load_sample_tokenizer())
-        >>> bpe.encode("<|im_end|>\\n"), bpe.encode_joined(["a", "b"]).tolist()
-        ([151645, 198], [64, 151645, 65])
+        >>> bpe.encode("<|im_end|>\\n"), bpe.encode_array("hi").tolist(), bpe.encode_joined(["a", "b"]).tolist()
+        ([151645, 198], [6023], [64, 151645, 65])
         >>> bpe.supports("café"), bpe.supports("cafe\\u0301"), bpe.decode([9707, 151645])
         (True, False, 'Hello<|im_end|>')
     """
@@ -181,6 +181,7 @@ class TiktokenBPE:
         self._only_separator = {separator}
         self.piece_cache: dict | None = None  # segment -> ids, filled by the splice engine
         self.template_ok: dict[str, bool] = {}  # template -> the splice engine agreed with the full encode
+        self.decodes_exactly = False  # set by tiktoken_bpe_for: decode() equals the tokenizer's (ByteLevel decoder)
 
     def supports(self, text: str) -> bool:
         """Whether ``text`` encodes here exactly as in the tokenizer (not: text the NFC
@@ -194,6 +195,14 @@ class TiktokenBPE:
         """
         found = set(self.special_re.findall(text))  # tiktoken copies the allowed set per call: keep it small
         return self.encoding.encode(text, allowed_special=found, disallowed_special=())
+
+    def encode_array(self, text: str):
+        """:meth:`encode` as a 1-D int64 tensor (no Python int per id)."""
+        import torch
+
+        found = set(self.special_re.findall(text))
+        ids = self.encoding.encode_to_numpy(text, allowed_special=found, disallowed_special=())
+        return torch.from_numpy(ids.astype(np.int64))
 
     def encode_joined(self, segments: Sequence[str]) -> np.ndarray:
         """The ids of ``segments`` -- texts holding no added token -- laid end to end with
@@ -209,8 +218,20 @@ class TiktokenBPE:
         """
         try:
             return self.encoding.decode_bytes(ids).decode("utf-8")
-        except (UnicodeDecodeError, KeyError, ValueError):
+        except (UnicodeDecodeError, KeyError, ValueError, OverflowError):  # unknown or negative ids too
             return None
+
+
+def twin_allowed() -> bool:
+    """False when the environment variable ``CHATDATA_SPLICE`` is ``0``: the switch that sends
+    masks (the splice engine) and rollouts back to the Hugging Face encode, to compare or to
+    rule the twin out.
+
+    Example:
+        >>> twin_allowed() == (os.environ.get("CHATDATA_SPLICE", "1") != "0")
+        True
+    """
+    return os.environ.get("CHATDATA_SPLICE", "1") != "0"
 
 
 def encode_threads() -> int:
@@ -315,9 +336,13 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
     separator = min(specials, key=lambda s: (len(s), s))
     bpe = TiktokenBPE(encoding, widths, nfc, separator)
     probes = [unicodedata.normalize("NFC", t) if nfc else t for t in _probe_texts(list(specials))]
-    for text, enc in zip(probes, backend.encode_batch(probes, add_special_tokens=False)):
+    encoded = backend.encode_batch(probes, add_special_tokens=False)
+    for text, enc in zip(probes, encoded):
         if bpe.encode(text) != enc.ids:
             return None, f"ids differ from the tokenizer's on the probe text {text[:60]!r}"
+    decoder = _state(backend.decoder)
+    bpe.decodes_exactly = (decoder is not None and decoder.get("type") == "ByteLevel" and all(
+        bpe.decode(enc.ids) == backend.decode(enc.ids, skip_special_tokens=False) for enc in encoded[:8]))
     return bpe, ""
 
 

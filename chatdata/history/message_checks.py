@@ -40,7 +40,7 @@ def texts_ok(texts) -> bool:
     encoder refuses every surrogate code point).
 
     Example:
-        >>> texts_ok(["a", "é", "日本"]), texts_ok(["a", "x\ud800"])
+        >>> texts_ok(["a", "é", "日本"]), texts_ok(["a", "x\\ud800"])
         (True, False)
     """
     if all(map(str.isascii, texts)):  # O(1) per str in CPython

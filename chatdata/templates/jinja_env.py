@@ -19,6 +19,7 @@ from functools import lru_cache
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+import jinja2.runtime
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -197,6 +198,9 @@ class _Namespace(jinja2.utils.Namespace):
 
 _DICT_TYPES = (dict, JSONCachedDict)
 _DICT_ATTRS = frozenset(dir(dict))
+# jinja2's own loop variable: its public read-only properties (loop.first, loop.index0, ...)
+_LOOP_PROPERTIES = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
+                              "depth0", "previtem", "nextitem"})
 
 
 class _ChatEnvironment(ImmutableSandboxedEnvironment):
@@ -205,14 +209,18 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
     catching an AttributeError (templates do this for every field of every message). Every
     other lookup (a dict attribute such as ``items`` or ``update``, any other type) goes through
     the sandbox's own checks unchanged. A ``JSONCachedDict``'s own slot is not a dict attribute,
-    so ``tools[0]._json_texts`` is an item lookup, undefined like on a plain dict."""
+    so ``tools[0]._json_texts`` is an item lookup, undefined like on a plain dict. ``loop.first``
+    and the other read-only properties of jinja2's loop variable are read at once too."""
 
     def getattr(self, obj, attribute):
-        if type(obj) in _DICT_TYPES and type(attribute) is str and attribute not in _DICT_ATTRS:
+        t = type(obj)
+        if t in _DICT_TYPES and type(attribute) is str and attribute not in _DICT_ATTRS:
             try:
                 return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
+        if t is jinja2.runtime.LoopContext and attribute in _LOOP_PROPERTIES:
+            return getattr(obj, attribute)  # what the sandbox returns: public properties, never unsafe
         return super().getattr(obj, attribute)
 
 

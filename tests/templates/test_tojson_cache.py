@@ -157,3 +157,25 @@ def test_attribute_lookup_is_jinja2s_sandbox(expr):
     ours = _outcome(ENV, expr, msg, json_cached(tool))
     theirs = _outcome(reference, expr, msg, tool)
     assert ours == theirs
+
+
+LOOP_EXPRESSIONS = ["loop.first", "loop.last", "loop.index", "loop.index0", "loop.revindex", "loop.revindex0",
+                    "loop.length", "loop.depth", "loop.depth0", "loop.previtem", "loop.nextitem",
+                    "loop.previtem is defined", "loop.cycle('a', 'b')", "loop.changed(x)", "loop._after",
+                    "loop._iterator", "loop.__class__", "loop.__init__", "loop.missing", "loop.__dict__"]
+
+
+@pytest.mark.parametrize("expr", LOOP_EXPRESSIONS)
+def test_loop_variable_lookup_is_jinja2s_sandbox(expr):
+    from chatdata.templates.jinja_env import ENV
+
+    source = "{% for x in items %}[{{ " + expr + " }}]{% endfor %}"
+    outcomes = []
+    for env in (ENV, ImmutableSandboxedEnvironment()):
+        try:
+            outcomes.append(("ok", env.from_string(source).render(items=[1, 2, 2, {"a": 1}])))
+        except jinja2.exceptions.SecurityError as err:
+            outcomes.append(("security", str(err)))
+        except Exception as err:  # noqa: BLE001 - compared, not hidden
+            outcomes.append((type(err).__name__, None))
+    assert outcomes[0] == outcomes[1]

@@ -88,15 +88,22 @@ class JSONCachedDict(dict):
     """A dict whose ``tojson`` text is made once per set of options: the tool schemas a renderer
     owns are the same in every render (a rollout renders them at every turn). Only
     :func:`json_cached` makes them, as private copies that nothing changes afterwards (the
-    sandbox refuses every mutating method)."""
+    sandbox refuses every mutating method). A copy or a pickle of one is a plain dict (no cache
+    to go stale when the copy is changed)."""
 
     __slots__ = ("_json_texts",)
+
+    def __reduce_ex__(self, protocol):
+        return dict, (dict(self),)
 
 
 class JSONCachedList(list):
     """A list whose ``tojson`` text is made once per set of options (see :class:`JSONCachedDict`)."""
 
     __slots__ = ("_json_texts",)
+
+    def __reduce_ex__(self, protocol):
+        return list, (list(self),)
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))

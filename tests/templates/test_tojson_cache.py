@@ -179,3 +179,17 @@ def test_loop_variable_lookup_is_jinja2s_sandbox(expr):
         except Exception as err:  # noqa: BLE001 - compared, not hidden
             outcomes.append((type(err).__name__, None))
     assert outcomes[0] == outcomes[1]
+
+
+def test_copies_and_pickles_of_cached_schemas_are_plain_data():
+    """A deep copy or a pickle of a renderer's tools can be changed freely: it holds no cache."""
+    import copy
+    import pickle
+
+    r = Renderer("{{ tools | tojson }}", tools=[{"name": "f", "parameters": {"enum": [1]}}])
+    before = r.render([])
+    for other in (copy.deepcopy(r.variables["tools"]), pickle.loads(pickle.dumps(r.variables["tools"]))):
+        assert type(other) is list and type(other[0]) is dict and type(other[0]["parameters"]) is dict
+        other[0]["parameters"]["enum"].append(2)
+        assert Renderer("{{ tools | tojson }}", tools=other).render([]) == json.dumps(other)
+    assert r.render([]) == before

@@ -49,7 +49,8 @@ class TokenRow:
         self._np = (self._ids.numpy(), self._mask.numpy(), self._logp.numpy())
 
     def set_pending(self, ids) -> None:
-        """Replace the pending ids (template text since the last response) with ``ids``."""
+        """Replace the pending ids (template text since the last response) with ``ids`` (a list,
+        a numpy array or a tensor)."""
         ids = ids.detach().cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids, dtype=np.int64)
         start, n = self.committed, ids.size
         self._reserve(start + n)

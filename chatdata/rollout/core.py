@@ -109,7 +109,7 @@ class Rollout:
 
     # -- tokenizer --------------------------------------------------------------------------
     def _encode(self, text: str):
-        """The ids of ``text`` (a list, or an int64 tensor from the tiktoken twin)."""
+        """The ids of ``text`` (a list, or an int64 numpy array from the tiktoken twin)."""
         if self._twin is not None and self._twin.supports(text):
             return self._twin.encode_array(text)
         return self._encode_reference(text)

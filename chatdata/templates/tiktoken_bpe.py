@@ -196,13 +196,10 @@ class TiktokenBPE:
         found = set(self.special_re.findall(text))  # tiktoken copies the allowed set per call: keep it small
         return self.encoding.encode(text, allowed_special=found, disallowed_special=())
 
-    def encode_array(self, text: str):
-        """:meth:`encode` as a 1-D int64 tensor (no Python int per id)."""
-        import torch
-
+    def encode_array(self, text: str) -> np.ndarray:
+        """:meth:`encode` as a 1-D int64 numpy array (no Python int per id)."""
         found = set(self.special_re.findall(text))
-        ids = self.encoding.encode_to_numpy(text, allowed_special=found, disallowed_special=())
-        return torch.from_numpy(ids.astype(np.int64))
+        return self.encoding.encode_to_numpy(text, allowed_special=found, disallowed_special=()).astype(np.int64)
 
     def encode_joined(self, segments: Sequence[str]) -> np.ndarray:
         """The ids of ``segments`` -- texts holding no added token -- laid end to end with

@@ -287,7 +287,8 @@ def template_fallbacks() -> list[str]:
     take the reference path); empty when the engine agreed everywhere.
 
     Example:
-        >>> template_fallbacks()
-        []
+        >>> from chatdata.templates import get_chat_template
+        >>> get_chat_template("qwen") in template_fallbacks()  # the engine agrees with the full encode
+        False
     """
     return list(_FALLBACKS)

@@ -61,3 +61,42 @@ def tokenizer_folder(path: str | None = None) -> str:
         elif f.is_file():
             shutil.copy(f, tmp / f.name)
     return str(tmp)
+
+
+class ReferenceWorker:
+    """``benchmarks/reference_worker.py`` running in the reference venv, asked for one timing at a
+    time so that the caller alternates it with its own (``None``-safe: see :func:`start_worker`)."""
+
+    def __init__(self, python: Path) -> None:
+        import json
+        import subprocess
+
+        self._json = json
+        self.proc = subprocess.Popen([str(python), str(ROOT / "benchmarks" / "reference_worker.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.proc.stdout.readline()
+        if not ready.strip():
+            raise RuntimeError("reference worker did not start (is torchrl installed in the reference venv?)")
+
+    def ask(self, **request) -> float:
+        self.proc.stdin.write(self._json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._json.loads(self.proc.stdout.readline())["seconds"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write('{"op": "quit"}\n')
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+
+
+def start_worker(value: str | None) -> "ReferenceWorker | None":
+    """A running reference worker, or None (after saying why) when there is no reference venv."""
+    python = reference_python(value)
+    if python is None:
+        return None
+    try:
+        return ReferenceWorker(python)
+    except (OSError, RuntimeError) as err:
+        print(f"reference: {err}; skipped")
+        return None

@@ -2,6 +2,12 @@
 ``h[i, j]``, ``to_chats``, and a batch ``append``, on the shared seeded synthetic set.
 
 Run from the repository root: ``python benchmarks/bench_history.py [n_conversations] [--threads N]``
+
+``--reference`` then times ``History.from_chats`` against torchrl 0.14.1's on the same chats (the
+packaged sample chats tiled to 1,000 and 10,000, and the synthetic set), the two sides alternated
+round by round in one run: torchrl runs in the reference venv (``benchmarks/reference_worker.py``;
+``--reference-python PATH``, ``$CHATDATA_REFERENCE_PYTHON`` or ``.refvenv``). Target (issue 24):
+>= 100x torchrl at 1k and 10k, with every integrity check on.
 """
 from __future__ import annotations
 
@@ -17,6 +23,37 @@ from benchmarks.synthetic import make_conversations  # noqa: E402
 import torch  # noqa: E402
 
 from chatdata.history import History  # noqa: E402
+from benchmarks._reference import add_reference_argument, start_worker  # noqa: E402
+
+
+def vs_torchrl(reference_python, sizes, rounds: int) -> None:
+    """from_chats against torchrl's, alternated round by round; best of each side and the spread."""
+    import gc
+
+    from chatdata.data import load_sample_chats
+
+    worker = start_worker(reference_python)
+    if worker is None:
+        return
+    base = load_sample_chats()
+    try:
+        print(f"\nfrom_chats vs torchrl 0.14.1 (reference venv), {rounds} rounds, sides alternated")
+        print(f"{'set':<10} {'n':>6}  {'chatdata':>10}  {'torchrl':>10}  {'ratio':>8}  per round (min-max)")
+        for name in ("sample", "synthetic"):
+            for n in sizes:
+                chats = (base * (n // len(base) + 1))[:n] if name == "sample" else make_conversations(n, seed=0)
+                ours, theirs = [], []
+                for _ in range(rounds):
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    History.from_chats(chats)
+                    ours.append(time.perf_counter() - t0)
+                    theirs.append(worker.ask(op="from_chats", set=name, n=n))
+                per = sorted(b / a for a, b in zip(ours, theirs))
+                print(f"{name:<10} {n:>6}  {min(ours) * 1e3:>7.2f} ms  {min(theirs):>8.3f} s  {min(theirs) / min(ours):>7.0f}x"
+                      f"  {per[0]:.0f}-{per[-1]:.0f}x   (target >= 100x)")
+    finally:
+        worker.close()
 
 
 def timeit(fn, repeat: int = 7) -> tuple[float, float]:
@@ -64,7 +101,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", nargs="?", type=int, default=10_000, help="number of conversations")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--reference", action="store_true", help="also from_chats vs torchrl, alternated")
+    parser.add_argument("--reference-sizes", default="1000,10000", help="conversation counts for --reference")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds for --reference")
+    add_reference_argument(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     main(args.n)
+    if args.reference:
+        vs_torchrl(args.reference_python, [int(x) for x in args.reference_sizes.split(",")], args.rounds)

@@ -93,7 +93,8 @@ def _encode(chats, template, tools, tokenizer, mask_options):
                                                 add_generation_prompt=False, **mask_options)
     spans = [[(w.start, w.end) for w in ws] for ws in weighted]
     span_weights = [[w.weight for w in ws] for ws in weighted] if mask_options["selection"].writes_weights else None
-    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True, span_weights=span_weights)
+    enc = tokenize_chats(texts, spans, tokenizer, return_assistant_tokens_mask=True, span_weights=span_weights,
+                         template=template)
     return enc["input_ids"], enc["assistant_masks"], enc.get("loss_weights")
 
 

@@ -108,7 +108,7 @@ def apply_chat_template(
         spans = None
     out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=bool(truncation),
                          max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask,
-                         span_weights=span_weights)
+                         span_weights=span_weights, template=template)
     if return_dict is None:
         return_dict = bool(return_assistant_tokens_mask)
     keys = [k for k in _KEYS if k in out]

@@ -25,6 +25,8 @@ or not None), then the extra keys.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
+from operator import is_not
 from operator import itemgetter
 from typing import Any
 
@@ -34,7 +36,7 @@ import torch
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td.nontensor import Pool
 from .content import check_parts
-from .message_checks import content_rule_error, json_value_error, text_error
+from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok
 
 __all__ = ["FIELDS", "build_storage", "storage_to_chats", "column", "normalize_storage", "FLAGS_KEY"]
 
@@ -102,9 +104,10 @@ def _first_error(flat: list, offsets: list[int] | None) -> str:
 
 
 def _check_texts(texts: list, field: str, offsets, full: list | None = None) -> None:
-    """Refuse lone surrogates in str values (one O(1) ASCII test per value, a scan only for
-    non-ASCII text); ``full`` maps the positions back when ``texts`` is a subset."""
-    if all(map(str.isascii, texts)):
+    """Refuse lone surrogates in str values (one strict encode of them all joined; each value is
+    looked at only when that fails, to name it); ``full`` holds the values when ``texts`` stands
+    for them with '' in place of the ones that are not str."""
+    if texts_ok(texts):
         return
     items = enumerate(full) if full is not None else enumerate(texts)
     for i, t in items:
@@ -122,6 +125,27 @@ def _check_json(key, value, i: int, offsets) -> None:
         err = text_error(key, f"the message key {key!r}") or json_value_error(value, repr(key))
     if err is not None:
         raise ValueError(f"{_where(*_locate(i, offsets))}: {err}")
+
+
+def _refuse_json(flat: list, long_msgs: list[int], offsets, upto: int, last_key) -> None:
+    """Walk the keys of the messages ``long_msgs`` before ``upto`` (and of message ``upto`` up to
+    and including ``last_key``) in order; raise for the first value a save would change."""
+    for i in long_msgs:
+        if i > upto:
+            return
+        for k, v in flat[i].items():
+            if k not in ("role", "content"):
+                _check_json(k, v, i, offsets)
+            if i == upto and k == last_key:
+                return
+
+
+def _refuse_field(flat: list, long_msgs: list[int], i: int, key, offsets) -> None:
+    """Raise for message ``i`` whose ``key`` has the wrong type -- unless a value before it (in
+    message order, then key order) is one a save would change: that is named first, as a check
+    per value in that order would have done."""
+    _refuse_json(flat, long_msgs, offsets, i, key)
+    raise ValueError(_message_error(flat[i], _where(*_locate(i, offsets))))
 
 
 def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
@@ -145,9 +169,11 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
     flags = None
     if n and set(map(type, contents)) != {str}:
         absent = []
-        for i, c in enumerate(contents):
-            if type(c) is str:
-                continue
+        odd = np.flatnonzero(np.fromiter(map(is_not, map(type, contents), repeat(str)), dtype=bool, count=n)).tolist()
+        strings = contents.copy()
+        for i in odd:
+            c = contents[i]
+            strings[i] = ""
             if c is _MISSING:
                 contents[i] = None
                 absent.append(i)
@@ -157,21 +183,20 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
                 err = check_parts(c) or json_value_error(c, "'content'")
             if err is not None:
                 raise ValueError(f"{_where(*_locate(i, offsets))}: {err}")
-        _check_texts([c for c in contents if type(c) is str], "'content'", offsets, contents)
+        _check_texts(strings, "'content'", offsets, contents)
         flags = torch.from_numpy(np.zeros(n, dtype=np.int8))
         flags[absent] = CONTENT_ABSENT
     if flags is None:
         _check_texts(contents, "'content'", offsets)
         flags = torch.from_numpy(np.zeros(n, dtype=np.int8))
-        n_base = 2
         try:
-            longest = max(map(len, flat)) if n else 0
+            lengths = np.fromiter(map(len, flat), dtype=np.int64, count=n)
         except TypeError:  # not a mapping
             raise ValueError(_first_error(flat, offsets)) from None
-        long_msgs = [i for i, k in enumerate(map(len, flat)) if k > n_base] if longest > n_base else []
-    else:
-        absent = (flags == CONTENT_ABSENT).tolist()
-        long_msgs = [i for i, (k, a) in enumerate(zip(map(len, flat), absent)) if k > 2 - a]
+        long_msgs = np.flatnonzero(lengths > 2).tolist()
+    else:  # a message without a content key holds one key less
+        lengths = np.fromiter(map(len, flat), dtype=np.int64, count=n)
+        long_msgs = np.flatnonzero(lengths > 2 - (flags.numpy() == CONTENT_ABSENT)).tolist()
     cols: dict[str, Any] = {}
     if long_msgs:
         is_complete: dict[int, Any] = {}
@@ -179,27 +204,31 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
         tool_responses: dict[int, Any] = {}
         extras: dict[int, Any] = {}
         fl = flags.numpy()
+        keys: list = []  # every key and value beyond role/content, checked in bulk after the loop
+        values: list = []
         for i in long_msgs:
             m = flat[i]
             bits = int(fl[i])
             extra = None
             for k, v in m.items():
-                if k not in ("role", "content"):
-                    _check_json(k, v, i, offsets)
+                if k in ("role", "content"):
+                    continue
+                keys.append(k)
+                values.append(v)
                 if k in _KNOWN:
                     if k == "is_complete":
                         if type(v) is not bool:
-                            raise ValueError(_message_error(m, _where(*_locate(i, offsets))))
+                            _refuse_field(flat, long_msgs, i, k, offsets)
                         is_complete[i] = v
                         bits |= IS_COMPLETE
                     elif k == "tool_calls":
                         if v is not None and type(v) is not list:
-                            raise ValueError(_message_error(m, _where(*_locate(i, offsets))))
+                            _refuse_field(flat, long_msgs, i, k, offsets)
                         tool_calls[i] = v
                         bits |= TOOL_CALLS
                     elif k == "tool_responses":
                         if v is not None and type(v) is not list:
-                            raise ValueError(_message_error(m, _where(*_locate(i, offsets))))
+                            _refuse_field(flat, long_msgs, i, k, offsets)
                         tool_responses[i] = v
                         bits |= TOOL_RESPONSES
                 else:
@@ -209,6 +238,8 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
             fl[i] = bits
             if extra is not None:
                 extras[i] = extra
+        if not (set(map(type, keys)) <= {str} and texts_ok(keys) and json_values_ok(values)):
+            _refuse_json(flat, long_msgs, offsets, len(flat), None)  # names the first culprit
         for name, found in (("is_complete", is_complete), ("tool_calls", tool_calls),
                             ("tool_responses", tool_responses), ("extra", extras)):
             default = DEFAULTS[name]

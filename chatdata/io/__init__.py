@@ -26,10 +26,11 @@ from .sharded_verify import verify_dataset
 __all__ = ["open_dataset", "ShardedDataset", "verify_dataset"]
 
 
-def _history_to_arrow(self, column: str = "messages"):
+def _history_to_arrow(self, column: str = "messages", json: str = "typed"):
     """This History as a ``pyarrow.Table``: one row per conversation, a ``column`` of
     ``large_list<struct<role, content, ...>>`` (HF datasets' chat schema). Zero-copy for a
-    memory-mapped History. See :mod:`chatdata.io.arrow_history`.
+    memory-mapped History; ``json="text"`` keeps tool calls as JSON text, so that nothing is
+    done per message. See :mod:`chatdata.io.arrow_history`.
 
     Example:
         >>> History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow().num_rows
@@ -37,7 +38,7 @@ def _history_to_arrow(self, column: str = "messages"):
     """
     from .arrow_history import history_to_arrow
 
-    return history_to_arrow(self, column)
+    return history_to_arrow(self, column, json)
 
 
 def _history_from_arrow(cls, table_or_array, column: str = "messages"):

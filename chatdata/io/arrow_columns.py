@@ -107,12 +107,15 @@ def strip_nulls(value):
     return value
 
 
-def python_array(values: list):
+def python_array(values: list, as_text: bool = False):
     """An Arrow array of Python values (None = null) typed by Arrow's inference, if reading it
-    back (with :func:`strip_nulls`) gives ``values`` exactly; otherwise a ``large_string`` array
-    of their JSON text (its field carries :data:`JSON_META`). Returns ``(array, is_json)``."""
+    back (with :func:`strip_nulls`) gives ``values`` exactly; otherwise (or with ``as_text``) a
+    ``large_string`` array of their JSON text (its field carries :data:`JSON_META`). Returns
+    ``(array, is_json)``."""
     pa = require_pyarrow()
     try:
+        if as_text:
+            raise pa.ArrowInvalid("JSON text asked for")
         arr = pa.array(values, from_pandas=False)
         if pa.types.is_string(arr.type):
             arr = arr.cast(pa.large_string())

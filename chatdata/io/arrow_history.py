@@ -71,8 +71,66 @@ def _is_default_const(col, name: str) -> bool:
     return isinstance(col, NonTensorData) and col.data is _DEFAULTS[name]
 
 
-def messages_array(h):
-    """The flat ``struct`` array of all messages of the History ``h`` (see the module docstring)."""
+def _any_nonzero(a: np.ndarray) -> bool:
+    """``a.any()`` for a contiguous int8 array, 8 bytes at a time."""
+    whole = a.nbytes // 8 * 8
+    return bool(a[:whole].view(np.uint64).any() or a[whole:].any()) if a.flags.c_contiguous else bool(a.any())
+
+
+def _optional_fields(cols: dict, flags_np: np.ndarray, n: int, json: str):
+    """(fields, arrays) of ``is_complete``, ``tool_calls``, ``tool_responses`` and the extra keys,
+    computed over whole columns (packed JSON parsed by Arrow, or kept as JSON text), or None when
+    a value needs the per-message path (a key present with None, values Arrow cannot type
+    exactly, columns held as Python objects)."""
+    pa = require_pyarrow()
+    from .arrow_json import json_array, json_array_of, null_rows, packed_json
+
+    fields, arrays = [], []
+    _, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES = _flag_bits()
+    for name, bit in (("is_complete", IS_COMPLETE), ("tool_calls", TOOL_CALLS), ("tool_responses", TOOL_RESPONSES)):
+        col = cols[name]
+        given = (flags_np & bit) != 0 if n else np.zeros(0, dtype=bool)
+        if _is_default_const(col, name) and not given.any():
+            continue
+        if name == "is_complete":
+            got = packed_json(col)
+            if got is None or null_rows(*got).any():
+                return None
+            data, offsets = got
+            value = data[offsets[:-1]] == ord("t")  # true / false
+            arr, meta = pa.array(value, pa.bool_(), mask=~given & value), None  # True not given: absent
+        else:
+            got = packed_json(col)
+            if got is None:
+                return None
+            nulls = null_rows(*got)
+            if (given & nulls).any():  # a key given as None: the per-message path writes _null_keys
+                return None
+            arr = json_array_of(*got, nulls, json)
+            if arr is None:
+                return None
+            meta = JSON_META if json == "text" else None
+        fields.append(pa.field(name, arr.type, metadata=meta))
+        arrays.append(arr)
+    extra = cols["extra"]
+    if not _is_default_const(extra, "extra"):
+        arr = json_array(extra, "typed", objects=True)
+        if arr is None or not pa.types.is_struct(arr.type):
+            return None
+        reserved = {"role", "content", *_DEFAULTS, NULL_KEYS}
+        if reserved & {f.name for f in arr.type}:
+            return None  # the per-message path names the clash
+        for f, child in zip(arr.type, arr.flatten()):  # a message without extra keys: null in every child
+            if pa.types.is_string(child.type):
+                child = child.cast(pa.large_string())
+            fields.append(pa.field(f.name, child.type))
+            arrays.append(child)
+    return fields, arrays
+
+
+def messages_array(h, json: str = "typed"):
+    """The flat ``struct`` array of all messages of the History ``h`` (see the module docstring);
+    ``json="text"`` keeps values that are not strings (``tool_calls``, ...) as JSON text."""
     pa = require_pyarrow()
     from ..td import NonTensorData, NonTensorStack
 
@@ -85,7 +143,7 @@ def messages_array(h):
     except KeyError:
         flags = torch.zeros(n, dtype=torch.int8)
     flags_np = flags.numpy()  # numpy's any() is ~100x faster than torch's on int8 (no thread pool)
-    any_flags = bool(flags_np.any()) if n else False
+    any_flags = _any_nonzero(flags_np) if n else False
     fields, arrays = [], []
 
     role = cols["role"]
@@ -119,7 +177,11 @@ def messages_array(h):
         fields.append(pa.field("content", arr.type, metadata=JSON_META if is_json else None))
 
     simple = not any_flags and all(_is_default_const(cols[k], k) for k in _DEFAULTS)
-    if not simple:
+    fast = None if simple or null_keys is not None else _optional_fields(cols, flags_np, n, json)
+    if fast is not None:
+        fields += fast[0]
+        arrays += fast[1]
+    elif not simple:
         fl = flags.tolist()
         extra_cols: dict[str, list] = {}
         present = {}
@@ -163,6 +225,8 @@ def messages_array(h):
         for name, vals in (*present.items(), *extra_cols.items()):
             if name == "is_complete":
                 arr, is_json = pa.array(vals, pa.bool_()), False
+            elif json == "text" and name in _DEFAULTS:
+                arr, is_json = python_array(vals, as_text=True)
             else:
                 arr, is_json = python_array(vals)
             fields.append(pa.field(name, arr.type, metadata=JSON_META if is_json else None))
@@ -173,8 +237,14 @@ def messages_array(h):
     return pa.StructArray.from_arrays(arrays, fields=fields)
 
 
-def history_to_arrow(h, column: str = "messages"):
+def history_to_arrow(h, column: str = "messages", json: str = "typed"):
     """``h`` (a conversation or a batch) as a ``pyarrow.Table`` with one row per conversation.
+
+    ``json="typed"`` (the default) gives ``tool_calls`` / ``tool_responses`` and extra keys
+    Arrow's own types where they read back exactly (what HF datasets and Parquet readers expect;
+    parsed by Arrow's C++ JSON reader from a memory-mapped History); ``json="text"`` keeps
+    ``tool_calls`` / ``tool_responses`` as JSON text (``chatdata.encoding: json``), which from a
+    memory-mapped History costs no work per message.
 
     Example:
         >>> from chatdata import History
@@ -187,7 +257,9 @@ def history_to_arrow(h, column: str = "messages"):
     if offsets.numel() and int(offsets[0]):
         offsets = offsets - offsets[0]
     off = pa.Array.from_buffers(pa.int64(), offsets.numel(), [None, tensor_buffer(offsets)])
-    conversations = pa.LargeListArray.from_arrays(off, messages_array(h))
+    if json not in ("typed", "text"):
+        raise ValueError(f"json must be 'typed' or 'text', got {json!r}")
+    conversations = pa.LargeListArray.from_arrays(off, messages_array(h, json))
     return pa.Table.from_arrays([conversations], names=[column])
 
 

@@ -6,6 +6,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import sys
 
 __all__ = ["MissingExtraError", "require_pyarrow", "require_datasets", "require_ray"]
 
@@ -15,6 +16,9 @@ class MissingExtraError(ImportError):
 
 
 def _require(module: str, extra: str, what: str):
+    loaded = sys.modules.get(module)  # already imported: skip the import machinery (hot paths ask often)
+    if loaded is not None:
+        return loaded
     try:
         return importlib.import_module(module)
     except ImportError as err:

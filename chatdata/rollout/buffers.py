@@ -16,6 +16,7 @@ Example:
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["TokenRow"]
@@ -24,12 +25,13 @@ __all__ = ["TokenRow"]
 class TokenRow:
     """One conversation's kept ids, mask and logprobs (see the module docstring)."""
 
-    __slots__ = ("_ids", "_mask", "_logp", "committed", "pending")
+    __slots__ = ("_ids", "_mask", "_logp", "_np", "committed", "pending")
 
     def __init__(self, capacity: int = 256) -> None:
         self._ids = torch.empty(capacity, dtype=torch.int64)
         self._mask = torch.empty(capacity, dtype=torch.int64)
         self._logp = torch.empty(capacity, dtype=torch.float32)
+        self._np = (self._ids.numpy(), self._mask.numpy(), self._logp.numpy())  # the same memory: cheap slice writes
         self.committed = 0
         self.pending = 0
 
@@ -44,27 +46,31 @@ class TokenRow:
             new = torch.empty(cap, dtype=old.dtype)
             new[: self.committed + self.pending] = old[: self.committed + self.pending]
             setattr(self, name, new)
+        self._np = (self._ids.numpy(), self._mask.numpy(), self._logp.numpy())
 
     def set_pending(self, ids) -> None:
-        """Replace the pending ids (template text since the last response) with ``ids``."""
-        ids = ids if isinstance(ids, torch.Tensor) else torch.tensor(ids, dtype=torch.int64)
-        start, n = self.committed, ids.numel()
+        """Replace the pending ids (template text since the last response) with ``ids`` (a list,
+        a numpy array or a tensor)."""
+        ids = ids.detach().cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids, dtype=np.int64)
+        start, n = self.committed, ids.size
         self._reserve(start + n)
-        self._ids[start:start + n] = ids
-        self._mask[start:start + n] = 0
-        self._logp[start:start + n] = 0.0
+        ids_np, mask_np, logp_np = self._np
+        ids_np[start:start + n] = ids
+        mask_np[start:start + n] = 0
+        logp_np[start:start + n] = 0.0
         self.pending = n
 
     def commit_response(self, ids: torch.Tensor, logprobs: torch.Tensor | None) -> None:
         """Commit the pending ids, then append generated ``ids`` (mask 1) and their logprobs."""
         start, n = self.committed + self.pending, ids.numel()
         self._reserve(start + n)
-        self._ids[start:start + n] = ids
-        self._mask[start:start + n] = 1
+        ids_np, mask_np, logp_np = self._np
+        ids_np[start:start + n] = ids.detach().cpu().numpy()
+        mask_np[start:start + n] = 1
         if logprobs is None:
-            self._logp[start:start + n] = 0.0
+            logp_np[start:start + n] = 0.0
         else:
-            self._logp[start:start + n] = logprobs
+            logp_np[start:start + n] = logprobs.detach().cpu().to(torch.float32).numpy()
         self.committed = start + n
         self.pending = 0
 

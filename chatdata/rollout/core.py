@@ -31,6 +31,7 @@ from ..td import RaggedTensorDict
 from ..templates import Renderer, TemplateError, resolve_chat_template
 from ..templates.parsers import parse_response, parser_for_template
 from ..templates.render import prepare_chat
+from ..templates.tiktoken_bpe import tiktoken_bpe_for, twin_allowed
 from .buffers import TokenRow
 from .delta import _WHOLE, TurnDelta
 from .extras import ExtrasSpec, RowSide, check_extras
@@ -96,12 +97,14 @@ class Rollout:
         if not self.facts.fixed_base_delta:
             _WHOLE.add(self._delta.key)
         self.parser = parser_for_template(self.template)
-        self._encode_fast = self._decode_fast = None
+        self._encode_fast = self._decode_fast = self._twin = None
         backend = getattr(tokenizer, "backend_tokenizer", None)
         probe = self.facts.generation_prompt + " Héllo,\n\n  wörld 42" + self.facts.eot + self.facts.after_eot
         if backend is not None and backend.encode(probe, add_special_tokens=False).ids == tokenizer.encode(
                 probe, add_special_tokens=False):  # the Rust backend alone gives the tokenizer's ids: use it
             self._encode_fast, self._decode_fast = backend.encode, backend.decode
+            if twin_allowed():  # the verified tiktoken twin: same ids, faster (None when there is none)
+                self._twin = tiktoken_bpe_for(tokenizer)
         self._rows = [_Row(c) for c in _as_chats(history)]
         self._sides = [RowSide() for _ in self._rows]  # turn spans and extras (rollout/extras.py)
         self._extras = ExtrasSpec()
@@ -109,12 +112,23 @@ class Rollout:
             row.tokens.set_pending(self._encode(self._render(i, row.prepared)))
 
     # -- tokenizer --------------------------------------------------------------------------
-    def _encode(self, text: str) -> list[int]:
+    def _encode(self, text: str):
+        """The ids of ``text`` (a list, or an int64 numpy array from the tiktoken twin)."""
+        if self._twin is not None and self._twin.supports(text):
+            return self._twin.encode_array(text)
+        return self._encode_reference(text)
+
+    def _encode_reference(self, text: str) -> list[int]:
+        """The tokenizer's own ids of ``text`` (what :meth:`drift` compares with)."""
         if self._encode_fast is not None:
             return self._encode_fast(text, add_special_tokens=False).ids
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def _decode(self, ids: list[int]) -> str:
+        if self._twin is not None and self._twin.decodes_exactly:
+            text = self._twin.decode(ids)  # None for bytes that are not UTF-8 or unknown ids: the tokenizer decides
+            if text is not None:
+                return text
         if self._decode_fast is not None:
             return self._decode_fast(ids, skip_special_tokens=False)
         return self.tokenizer.decode(ids, skip_special_tokens=False)
@@ -304,7 +318,7 @@ class Rollout:
         for i in self._row_indices(rows, None, "drift"):
             row = self._rows[i]
             pending = row.tokens.pending > 0 or row.turn is None
-            fresh = self._encode(self._render(i, row.prepared, gen=pending))
+            fresh = self._encode_reference(self._render(i, row.prepared, gen=pending))  # the tokenizer, not the twin
             kept = row.tokens.ids().tolist()
             out.append(_first_difference(kept, fresh, "" if pending else self.facts.after_eot, self._decode))
         return out

@@ -19,6 +19,7 @@ from functools import lru_cache
 import jinja2
 import jinja2.ext
 import jinja2.nodes
+import jinja2.runtime
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -83,7 +84,86 @@ def _raise_exception(message):
     raise TemplateError(message)
 
 
+class JSONCachedDict(dict):
+    """A dict whose ``tojson`` text is made once per set of options: the tool schemas a renderer
+    owns are the same in every render (a rollout renders them at every turn). Only
+    :func:`json_cached` makes them, as private copies that nothing changes afterwards (the
+    sandbox refuses every mutating method). A copy or a pickle of one is a plain dict (no cache
+    to go stale when the copy is changed)."""
+
+    __slots__ = ("_json_texts",)
+
+    def __reduce_ex__(self, protocol):
+        return dict, (dict(self),)
+
+
+class JSONCachedList(list):
+    """A list whose ``tojson`` text is made once per set of options (see :class:`JSONCachedDict`)."""
+
+    __slots__ = ("_json_texts",)
+
+    def __reduce_ex__(self, protocol):
+        return list, (list(self),)
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_json(value) -> bool:
+    """Whether ``value`` is made of exactly dict / list / tuple / str / int / float / bool / None
+    (no subclass, no other object a caller could still change or that prints itself)."""
+    t = type(value)
+    if t in _JSON_SCALARS:
+        return True
+    if t is dict:
+        return all(type(k) in _JSON_SCALARS and _plain_json(v) for k, v in value.items())
+    if t is list or t is tuple:
+        return all(_plain_json(v) for v in value)
+    return False
+
+
+def _cached_copy(value):
+    if type(value) is dict:
+        out = JSONCachedDict((k, _cached_copy(v)) for k, v in value.items())
+    elif type(value) is list:
+        out = JSONCachedList(_cached_copy(v) for v in value)
+    elif type(value) is tuple:  # immutable: kept a tuple, its dicts and lists copied
+        return tuple(_cached_copy(v) for v in value)
+    else:
+        return value
+    out._json_texts = {}
+    return out
+
+
+def json_cached(value):
+    """A private copy of ``value`` with every dict and list made a ``JSONCached*`` one, when
+    ``value`` is plain JSON data (exactly dict / list / tuple / str / int / float / bool / None); else
+    ``value`` itself, uncached. The copy is a snapshot: later changes to ``value`` do not reach it.
+
+    Example:
+        >>> tools = json_cached([{"name": "f"}])
+        >>> _tojson(tools), _tojson(tools[0], indent=2) == '{\\n  "name": "f"\\n}'
+        ('[{"name": "f"}]', True)
+        >>> from collections import OrderedDict
+        >>> type(json_cached([OrderedDict(name="f")])).__name__  # not plain: kept, never cached
+        'list'
+    """
+    return _cached_copy(value) if _plain_json(value) else value
+
+
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    texts = getattr(x, "_json_texts", None) if type(x) is JSONCachedDict or type(x) is JSONCachedList else None
+    if texts is not None:
+        try:
+            key = (ensure_ascii, indent, None if separators is None else tuple(separators), sort_keys)
+            text = texts.get(key)
+        except TypeError:  # unhashable options: json.dumps below says what is wrong with them
+            key = text = None
+        if text is None:
+            text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+            if key is not None:
+                texts[key] = text
+        return text
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
@@ -123,8 +203,36 @@ class _Namespace(jinja2.utils.Namespace):
             )
 
 
+_DICT_TYPES = (dict, JSONCachedDict)
+_DICT_ATTRS = frozenset(dir(dict))
+# jinja2's own loop variable: its public read-only properties (loop.first, loop.index0, ...)
+_LOOP_PROPERTIES = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
+                              "depth0", "previtem", "nextitem"})
+
+
+class _ChatEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox, with ``message.role`` on a plain dict looked up as an item at once: what the
+    sandbox ends up doing for any name that is not a dict attribute, without first raising and
+    catching an AttributeError (templates do this for every field of every message). Every
+    other lookup (a dict attribute such as ``items`` or ``update``, any other type) goes through
+    the sandbox's own checks unchanged. A ``JSONCachedDict``'s own slot is not a dict attribute,
+    so ``tools[0]._json_texts`` is an item lookup, undefined like on a plain dict. ``loop.first``
+    and the other read-only properties of jinja2's loop variable are read at once too."""
+
+    def getattr(self, obj, attribute):
+        t = type(obj)
+        if t in _DICT_TYPES and type(attribute) is str and attribute not in _DICT_ATTRS:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        if t is jinja2.runtime.LoopContext and attribute in _LOOP_PROPERTIES:
+            return getattr(obj, attribute)  # what the sandbox returns: public properties, never unsafe
+        return super().getattr(obj, attribute)
+
+
 def _make_environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+    env = _ChatEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[GenerationExtension, jinja2.ext.loopcontrols]
     )
     env.filters["tojson"] = _tojson

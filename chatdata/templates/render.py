@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import jinja2
 
 from .errors import TemplateError
-from .jinja_env import compile_template, generation_tracker
+from .jinja_env import compile_template, generation_tracker, json_cached
 
 _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 _REASONING_SET = frozenset(_REASONING_FIELDS)
@@ -194,7 +194,7 @@ class Renderer:
         self.template = template
         self.compiled = compile_template(template)
         self.variables = template_variables(tokenizer, **template_kwargs)
-        self.variables["tools"] = prepare_tools(tools)
+        self.variables["tools"] = json_cached(prepare_tools(tools))  # the same in every render: JSON text made once
         self.variables["documents"] = _plain(documents)
         self.add_generation_prompt = add_generation_prompt
 

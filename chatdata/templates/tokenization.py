@@ -1,6 +1,8 @@
 """Tokenise rendered chats and turn assistant character spans into token masks.
 
-One batch call into the fast tokenizer (``add_special_tokens=False``, as
+When the tokenizer has a verified tiktoken twin, ids and masks come from the splice engine
+(:mod:`.splice`), checked against the path below once per template and tokenizer. The
+reference path: one batch call into the fast tokenizer (``add_special_tokens=False``, as
 ``apply_chat_template`` does), then a single vectorised torch pass for all masks:
 
 1. all texts are laid end to end; span starts add +1 and span ends -1 to a difference array,
@@ -25,6 +27,7 @@ from typing import Any, Sequence
 import torch
 
 from .token_weights import piece_weight, token_weights, weights_from_ranges
+from .splice import spliced_ids_and_masks
 
 
 def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[tuple[int, int]]],
@@ -182,6 +185,7 @@ def tokenize_chats(
     max_length: int | None = None,
     return_assistant_tokens_mask: bool = False,
     span_weights: Sequence[Sequence[float]] | None = None,
+    template: str | None = None,
 ) -> dict:
     """Tokenise rendered chats (no special tokens added) and build assistant token masks.
 
@@ -192,6 +196,11 @@ def tokenize_chats(
     ``tokenizer.truncation_side``. ``span_weights`` (one float per span, with
     ``return_assistant_tokens_mask``) adds float32 ``loss_weights`` per token (see
     :mod:`.token_weights`; 0.0 on padding).
+
+    Ids and masks come from the splice engine (:mod:`.splice`) when the tokenizer has a verified
+    tiktoken twin, else from the tokenizer's full batch encode; both give the same result.
+    ``template`` (the template that rendered ``texts``) lets the engine check itself against
+    the full encode once per template and tokenizer, and fall back where they differ.
 
     Example:
         >>> from chatdata.templates import render_chats_with_spans, get_chat_template
@@ -212,20 +221,34 @@ def tokenize_chats(
         max_length = getattr(tokenizer, "model_max_length", None)
     side = getattr(tokenizer, "truncation_side", "right")
     if getattr(tokenizer, "is_fast", False):
-        with _gc_paused():  # millions of new ints and lists: no point scanning them mid-flight
-            ids, encs = _encode_fast(tokenizer, texts, bool(truncation), max_length)
-        masks = weights = None
-        if return_assistant_tokens_mask:
-            if isinstance(encs[0] if encs else None, torch.Tensor):
-                def mask_of(sp):
-                    return char_masks_to_token_masks([len(t) for t in texts], sp, encs)
-                masks = mask_of(spans)
-                if span_weights is not None:
-                    weights = token_weights(mask_of, spans, span_weights, masks)
-            else:
-                masks = span_token_masks(encs, spans)
-                if span_weights is not None:
-                    weights = weights_from_ranges(*span_token_ranges(encs, spans), spans, span_weights)
+        if span_weights is None:  # the splice engine (or the full encode where it cannot splice)
+            def reference(texts, spans):  # the full encode: what the splice engine must equal
+                with _gc_paused():  # millions of new ints and lists: no point scanning them mid-flight
+                    ids, encs = _encode_fast(tokenizer, texts, bool(truncation), max_length)
+                if spans is None:
+                    return ids, None
+                return ids, (char_masks_to_token_masks([len(t) for t in texts], spans, encs)
+                             if isinstance(encs[0] if encs else None, torch.Tensor) else span_token_masks(encs, spans))
+
+            want = spans if return_assistant_tokens_mask else None
+            spliced = spliced_ids_and_masks(texts, want, tokenizer, reference=reference, template=template)
+            ids, masks = spliced if spliced is not None else reference(texts, want)
+            weights = None
+        else:  # per-token weights need the full encode's offsets
+            with _gc_paused():  # millions of new ints and lists: no point scanning them mid-flight
+                ids, encs = _encode_fast(tokenizer, texts, bool(truncation), max_length)
+            masks = weights = None
+            if return_assistant_tokens_mask:
+                if isinstance(encs[0] if encs else None, torch.Tensor):
+                    def mask_of(sp):
+                        return char_masks_to_token_masks([len(t) for t in texts], sp, encs)
+                    masks = mask_of(spans)
+                    if span_weights is not None:
+                        weights = token_weights(mask_of, spans, span_weights, masks)
+                else:
+                    masks = span_token_masks(encs, spans)
+                    if span_weights is not None:
+                        weights = weights_from_ranges(*span_token_ranges(encs, spans), spans, span_weights)
         if truncation and max_length is not None:
             ids = [_truncate(t, max_length, side) for t in ids]
             masks = masks and [_truncate(m, max_length, side) for m in masks]

@@ -183,3 +183,48 @@ def test_floats_round_trip_exactly(tmp_path):
     History.from_chats(chats).memmap(tmp_path / "h")
     got = History.load_memmap(tmp_path / "h").to_chats()
     assert got == chats and math.copysign(1, got[0][0]["w"][2]) == -1
+
+
+# -- issue 24: the bulk checks accept exactly what the per-value walk accepts -----------------------
+_deep = st.recursive(
+    st.one_of(_scalar, st.text(alphabet=st.sampled_from("a\u00e9\ud800\udc00\U0001f44b"), max_size=3)),
+    lambda c: st.lists(c, max_size=3) | st.tuples(c) | st.dictionaries(st.one_of(_key, st.just("k\udfff")), c, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(_deep, max_size=4))
+def test_bulk_json_check_agrees_with_the_walk(values):
+    from chatdata.history.message_checks import json_value_error, json_values_ok
+
+    assert json_values_ok(values) == all(json_value_error(v, "x") is None for v in values)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from("ab \u00e9\ud800\udbff\udc00\U0001f44b"), max_size=5), max_size=5))
+def test_bulk_text_check_agrees_with_the_walk(texts):
+    from chatdata.history.message_checks import text_error, texts_ok
+
+    assert texts_ok(texts) == all(text_error(t, "x") is None for t in texts)
+
+
+def test_bulk_checks_name_the_culprit_at_depth_and_scale():
+    from chatdata.history.message_checks import MAX_DEPTH
+
+    deep = [1]
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    chats = [[{"role": "user", "content": "fine é", "meta": {"a": [1, {"b": "ok"}]}}] for _ in range(500)]
+    chats[321] = [{"role": "user", "content": "ok"}, {"role": "user", "content": "x", "meta": {"a": [{"b": "\ud800"}]}}]
+    with pytest.raises(ValueError, match=r"chat 321, message 1: 'meta'\['a'\]\[0\]\['b'\] holds a lone surrogate"):
+        History.from_chats(chats)
+    chats[321] = [{"role": "user", "content": "x", "deep": deep}]
+    with pytest.raises(ValueError, match="chat 321, message 0: 'deep' is nested more than"):
+        History.from_chats(chats)
+    chats[321] = [{"role": "user", "content": "x", "tool_calls": "no", "meta": (1,)}]
+    with pytest.raises(ValueError, match="chat 321, message 0: 'tool_calls' must be a list"):
+        History.from_chats(chats)
+    chats[321] = [{"role": "user", "content": "x", "meta": (1,), "tool_calls": "no"}]
+    with pytest.raises(ValueError, match=r"chat 321, message 0: 'meta' is a tuple"):
+        History.from_chats(chats)

@@ -184,3 +184,60 @@ def test_missing_optional_package_says_what_to_install(monkeypatch, module, extr
     monkeypatch.setitem(__import__("sys").modules, module, None)  # what Python does for a missing package
     with pytest.raises(ImportError, match=rf'pip install "chatdata\[{extra}\]"'):
         call()
+
+
+# -- issue 24: a memory-mapped History's JSON columns go to Arrow over whole columns -----------------
+_json_value = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=False, width=32),
+              st.text(max_size=4), st.sampled_from(["2024-05-01", "12:30:00", "null", "x\ny"])),
+    lambda c: st.lists(c, max_size=2) | st.dictionaries(st.sampled_from(["a", "b", "date"]), c, max_size=2),
+    max_leaves=5,
+)
+_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=3)},
+    optional={
+        "is_complete": st.booleans(),
+        "tool_calls": st.one_of(st.none(), st.lists(st.fixed_dictionaries(
+            {"type": st.just("function"), "function": st.fixed_dictionaries(
+                {"name": st.sampled_from(["f", "g"]), "arguments": st.one_of(_json_value, st.text(max_size=4))})}),
+            max_size=2)),
+        "name": st.one_of(st.none(), st.text(max_size=3)),
+        "meta": _json_value,
+        "tool_call_id": st.text(max_size=3),
+    })
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(chats=st.lists(st.lists(_message, max_size=4), min_size=1, max_size=5))
+def test_loaded_history_to_arrow_equals_the_per_message_conversion(tmp_path_factory, chats):
+    """The column-wise path (a memory-mapped History) gives the very table of the per-message path
+    (the same History in memory), and JSON text reads back exactly too."""
+    h = History.from_chats(chats)
+    path = tmp_path_factory.mktemp("a") / "h"
+    h.memmap(path)
+    loaded = load_memmap(path)
+    want = h.to_arrow()
+    got = loaded.to_arrow()
+    assert got.schema == want.schema and got.equals(want)
+    assert History.from_arrow(got).to_chats() == chats
+    text = loaded.to_arrow(json="text")
+    assert History.from_arrow(text).to_chats() == chats
+
+
+def test_loaded_sample_chats_keep_their_arrow_types(tmp_path):
+    chats = load_sample_chats()
+    History.from_chats(chats).memmap(tmp_path / "s")
+    loaded = load_memmap(tmp_path / "s")
+    from chatdata.io.arrow_json import json_array
+
+    assert json_array(loaded.message_column("tool_calls"), "typed") is not None  # parsed by Arrow, not per message
+    typed, text = loaded.to_arrow(), loaded.to_arrow(json="text")
+    assert typed.equals(History.from_chats(chats).to_arrow())
+    calls = typed.schema.field("messages").type.value_type.field("tool_calls")
+    assert pa.types.is_list(calls.type) and pa.types.is_struct(calls.type.value_type)
+    field = text.schema.field("messages").type.value_type.field("tool_calls")
+    assert field.type == pa.large_string() and field.metadata == {b"chatdata.encoding": b"json"}
+    assert History.from_arrow(text).to_chats() == chats == History.from_arrow(_parquet_roundtrip(text)).to_chats()
+    with pytest.raises(ValueError, match="json must be"):
+        loaded.to_arrow(json="yaml")

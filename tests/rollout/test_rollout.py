@@ -186,3 +186,17 @@ def test_mistral_nemo_tool_calls_with_its_own_tokenizer(mistral):
     assert ro.drift() == [None]
     ro.add_messages([[{"role": "user", "content": "Et demain?"}]])  # the tools move to the last user turn
     assert ro.drift()[0] is not None and ro.prompt_ids()[0][: len(kept)].tolist() == kept
+
+
+def test_int32_ids_and_logprobs_that_require_grad_are_kept(qwen):
+    """The token buffers are written through numpy views: other id dtypes and autograd
+    logprobs are copied in (detached), and growing past the first capacity keeps every id."""
+    ro = Rollout([[{"role": "user", "content": "hi"}]], tokenizer=qwen)
+    long_answer = enc(qwen, "word " * 400 + "<|im_end|>").to(torch.int32)  # past the 256-id first capacity
+    lp = torch.full((len(long_answer),), -0.5, requires_grad=True)
+    ro.add_response([long_answer], logprobs=[lp])
+    row = ro.tokens()[0]
+    mask = row["assistant_masks"].bool()
+    assert torch.equal(row["input_ids"][mask], long_answer.to(torch.int64))
+    assert torch.equal(row["logprobs"][mask], lp.detach()) and not row["logprobs"].requires_grad
+    assert ro.drift() == [None]

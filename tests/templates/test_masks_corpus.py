@@ -6,6 +6,7 @@ both tokenizers are checked by the template matrix (tests/matrix), computed once
 from __future__ import annotations
 
 import pytest
+import torch
 
 from chatdata.templates import TemplateError, render_chats, render_chats_with_spans, template_profile
 from chatdata.templates.render import Renderer
@@ -62,3 +63,65 @@ def test_fast_path_places_turns_like_prefix_renderings(qwen_tok):
                     assert fast == turn_bounds(renderer, chat, text, profile), (name, kind)
                     checked += 1
     assert checked > 50
+
+
+@pytest.fixture(scope="session")
+def spliced_vs_full(corpus):
+    """Per tokenizer and template: the splice engine's ids and masks of every kind and option,
+    and the full encode's (the reference path), computed in one batch each."""
+    import os
+
+    from chatdata.templates.splice import spliced_ids_and_masks
+    from chatdata.templates.tiktoken_bpe import why_not_tiktoken
+
+    out = {}
+    for tok_name, (tok, cases) in corpus.items():
+        assert why_not_tiktoken(tok) == "", why_not_tiktoken(tok)  # both test tokenizers have a twin
+        flat = [(key, opt) for key, c in cases.items() if "skip" not in c for opt in OPTIONS]
+        texts = [t for key, opt in flat for t in cases[key][opt][0]]
+        spans = [s for key, opt in flat for s in cases[key][opt][1]]
+        os.environ["CHATDATA_SPLICE"] = "0"
+        try:
+            full = tokenize_chats(texts, spans, tok, return_assistant_tokens_mask=True)
+        finally:
+            del os.environ["CHATDATA_SPLICE"]
+        got = tokenize_chats(texts, spans, tok, return_assistant_tokens_mask=True)
+        verdicts = {}
+        for name in TEMPLATES:  # the once-per-template check against the full encode
+            mine = [(t, s) for (key, opt) in flat if key[0] == name for t, s in zip(*cases[key][opt])]
+            if mine:
+                def reference(ts, ss, tok=tok):
+                    os.environ["CHATDATA_SPLICE"] = "0"
+                    try:
+                        enc = tokenize_chats(ts, ss, tok, return_assistant_tokens_mask=ss is not None)
+                    finally:
+                        del os.environ["CHATDATA_SPLICE"]
+                    return enc["input_ids"], enc.get("assistant_masks")
+                ts, ss = [t for t, _ in mine], [s for _, s in mine]
+                spliced_ids_and_masks(ts, ss, tok, reference=reference, template=TEMPLATES[name])
+                from chatdata.templates.tiktoken_bpe import tiktoken_bpe_for
+
+                verdicts[name] = tiktoken_bpe_for(tok).template_ok.get(TEMPLATES[name])
+        rows, n = {}, 0
+        for key, opt in flat:
+            k = len(cases[key][opt][0])
+            rows.setdefault(key[0], []).append((key[1], opt, full["input_ids"][n:n + k], got["input_ids"][n:n + k],
+                                                full["assistant_masks"][n:n + k], got["assistant_masks"][n:n + k]))
+            n += k
+        out[tok_name] = (rows, verdicts)
+    return out
+
+
+@pytest.mark.parametrize("tok_name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_spliced_ids_and_masks_equal_the_full_encode(name, tok_name, spliced_vs_full):
+    """The splice engine (tiktoken twin + pieces) gives exactly the full encode's ids and masks on
+    every kind (plain, tools, reasoning) and mask option, and passed its once-per-template check."""
+    rows, verdicts = spliced_vs_full[tok_name]
+    if name not in rows:
+        pytest.skip("the template renders none of the kinds")
+    for kind, opt, ids_full, ids_got, m_full, m_got in rows[name]:
+        for a, b, c, d in zip(ids_full, ids_got, m_full, m_got):
+            assert torch.equal(a, b), (kind, opt, "ids")
+            assert torch.equal(c, d), (kind, opt, "masks")
+    assert verdicts[name] is True

@@ -1,0 +1,180 @@
+"""Packed JSON columns -> Arrow arrays without a Python object per value.
+
+A History saves values that are not strings (``tool_calls``, ``extra``, ...) as a packed column
+of JSON text: one byte buffer plus int64 offsets. Turning it into Arrow takes no Python loop:
+
+- as JSON text (``json="text"``): the buffers *are* a ``large_string`` array (zero-copy), with
+  the ``null`` values marked null in a validity bitmap computed with numpy;
+- typed (``json="typed"``): the non-null values are wrapped as NDJSON by Arrow's string kernels
+  and parsed by Arrow's C++ JSON reader (timestamps it would infer are read back as strings).
+  The result is kept only when reading it back is exact, which is decided without looking at
+  values one by one: every type is a struct, list, string, int64, bool or null (no float that
+  could turn ``1`` into ``1.0``) and no value holds a ``null`` (so a null struct field always
+  means an absent key). Otherwise the caller converts the values in Python as before.
+
+Example:
+    >>> import torch
+    >>> from chatdata import NonTensorStack
+    >>> col = NonTensorStack.from_list([None, [{"name": "f", "arguments": {"x": 1}}]]).packed()
+    >>> json_array(col, "typed").to_pylist()
+    [None, [{'name': 'f', 'arguments': {'x': 1}}]]
+    >>> json_array(col, "text").to_pylist()
+    [None, '[{"name": "f", "arguments": {"x": 1}}]']
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .arrow_columns import tensor_buffer
+from .deps import require_pyarrow
+
+__all__ = ["packed_json", "json_array", "json_array_of", "null_rows", "exact_type"]
+
+_NULL = np.frombuffer(b"null", dtype=np.uint8)
+
+
+def packed_json(stack):
+    """``(data uint8 numpy, offsets int64 numpy starting at 0)`` of a 1-D stack whose values are
+    already packed JSON text (e.g. memory-mapped), else None (values held as Python objects:
+    Arrow's own conversion of them is the fast way).
+
+    Example:
+        >>> from chatdata import NonTensorStack
+        >>> packed_json(NonTensorStack.from_list([{"a": 1}])) is None
+        True
+    """
+    pool = getattr(stack, "_pool", None)
+    if pool is None or not getattr(pool, "is_packed", False) or getattr(stack, "batch_dims", 0) != 1:
+        return None
+    data, off, kind = stack.packed_column()
+    if kind != "json":
+        return None
+    off = off.numpy()
+    first = int(off[0]) if len(off) else 0
+    return data.numpy()[first:int(off[-1]) if len(off) else 0], off - first
+
+
+def null_rows(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """A bool per value: its JSON text is ``null``.
+
+    Example:
+        >>> null_rows(np.frombuffer(b"null[1]", np.uint8), np.array([0, 4, 7])).tolist()
+        [True, False]
+    """
+    out = (offsets[1:] - offsets[:-1]) == 4
+    if out.any():  # the only JSON text of 4 characters that starts with "n" is null
+        out[out] = data[offsets[:-1][out]] == _NULL[0]
+    return out
+
+
+def _strings(pa, data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | None):
+    import torch
+
+    validity = None
+    if nulls is not None and nulls.any():
+        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    return pa.LargeStringArray.from_buffers(len(offsets) - 1, tensor_buffer(torch.from_numpy(offsets)),
+                                            pa.py_buffer(data), validity, int(nulls.sum()) if validity else 0)
+
+
+def exact_type(t) -> bool:
+    """Whether values of Arrow type ``t`` read back as the JSON they came from (struct, list,
+    string, int64, bool and null only).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> exact_type(pa.list_(pa.struct([("a", pa.int64())]))), exact_type(pa.float64())
+        (True, False)
+    """
+    pa = require_pyarrow()
+    if pa.types.is_struct(t):
+        return all(exact_type(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return exact_type(t.value_type)
+    return t in (pa.string(), pa.large_string(), pa.int64(), pa.bool_(), pa.null())
+
+
+def _no_timestamps(pa, t):
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _no_timestamps(pa, f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_no_timestamps(pa, t.value_type))
+    return pa.string() if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) else t
+
+
+def _parse(pa, rows, wrap: bool):
+    """Arrow's JSON reader over ``rows`` (a large_string array without nulls), or None."""
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    if pc.any(pc.match_substring(rows, "null")).as_py():  # a null inside: absent and None would mix
+        return None
+    head = pa.scalar('{"v":' if wrap else "", pa.large_string())
+    tail = pa.scalar("}\n" if wrap else "\n", pa.large_string())
+    lines = pc.binary_join_element_wise(head, rows, tail, pa.scalar("", pa.large_string()))
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + len(lines) + 1]
+    body = lines.buffers()[2][int(offsets[0]):int(offsets[-1])]
+    schema = None
+    for _ in range(2):  # a second read only when the first inferred timestamps
+        options = pj.ParseOptions(newlines_in_values=False, explicit_schema=schema)
+        try:
+            table = pj.read_json(pa.BufferReader(body), read_options=pj.ReadOptions(block_size=1 << 20),
+                                 parse_options=options)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        if table.num_rows != len(rows):
+            return None
+        arr = table.column("v").combine_chunks() if wrap else table.to_struct_array().combine_chunks()
+        fixed = _no_timestamps(pa, arr.type)
+        if fixed == arr.type:
+            break
+        schema = pa.schema([pa.field("v", fixed)]) if wrap else pa.schema(list(fixed))
+    else:
+        return None
+    return arr if exact_type(arr.type) else None
+
+
+def json_array(stack, json: str = "typed", *, objects: bool = False):
+    """The Arrow array of a 1-D stack of packed JSON values (``None`` values are null), or None
+    when the caller must convert the values in Python: typed (see the module docstring) or as
+    ``large_string`` JSON text (``json="text"``, zero-copy). With ``objects`` the values are
+    dicts and the typed result is their struct array (one child per key).
+
+    Example:
+        >>> from chatdata import NonTensorStack
+        >>> json_array(NonTensorStack.from_list([{"a": 1.5}]).packed(), "typed") is None  # floats: not exact
+        True
+    """
+    got = packed_json(stack)
+    if got is None:
+        return None
+    return json_array_of(*got, null_rows(*got), json, objects=objects)
+
+
+def json_array_of(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray, json: str = "typed", *,
+                  objects: bool = False):
+    """:func:`json_array` of a packed column given as ``(data, offsets)`` (:func:`packed_json`)
+    and its :func:`null_rows`.
+
+    Example:
+        >>> data, offsets = np.frombuffer(b'null[1]', np.uint8), np.array([0, 4, 7])
+        >>> json_array_of(data, offsets, null_rows(data, offsets)).to_pylist()
+        [None, [1]]
+    """
+    pa = require_pyarrow()
+    if json == "text":
+        return _strings(pa, data, offsets, nulls)
+    keep = np.flatnonzero(~nulls)
+    rows = _strings(pa, data, offsets, None)
+    if len(keep) < len(nulls):
+        rows = rows.take(pa.array(keep))
+    if not len(keep):
+        return None
+    parsed = _parse(pa, rows, wrap=not objects)
+    if parsed is None:
+        return None
+    if len(keep) == len(nulls):
+        return parsed
+    index = np.zeros(len(nulls), dtype=np.int64)
+    index[keep] = np.arange(len(keep))
+    return parsed.take(pa.array(index, mask=nulls))

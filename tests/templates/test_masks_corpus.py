@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from chatdata.templates import TemplateError, render_chats, render_chats_with_spans, template_profile
+from chatdata.templates import TemplateError, render_chats, render_chats_with_spans, template_profile, tokenize_chats
 from chatdata.templates.render import Renderer
 
 from mask_chats import FOREIGN, KINDS, WEATHER
-from template_paths import template_files
+from template_paths import TOKENIZER_NAMES, template_files
 
 TEMPLATES = {p.stem: p.read_text(encoding="utf-8") for p in template_files()}
 
@@ -63,6 +63,35 @@ def test_fast_path_places_turns_like_prefix_renderings(qwen_tok):
                     assert fast == turn_bounds(renderer, chat, text, profile), (name, kind)
                     checked += 1
     assert checked > 50
+
+
+OPTIONS = {"default": {}, "no_reasoning": {"mask_reasoning": False}, "no_eot": {"mask_eot": False}}
+
+
+@pytest.fixture(scope="session")
+def corpus(tokenizer_dir):
+    """Per tokenizer: ``(tok, cases)``, ``cases[(template, kind)][option] = (texts, spans)`` of
+    every kind the template renders (with its tools, else with the weather tool), or
+    ``{"skip": reason}``."""
+    from conftest import _load
+
+    out = {}
+    for tok_name in TOKENIZER_NAMES:
+        tok = _load(tokenizer_dir, tok_name)
+        cases = {}
+        for name, template in TEMPLATES.items():
+            for kind, spec in KINDS.items():
+                case, reason = None, ""
+                for tools in (spec["tools"], [WEATHER]):
+                    try:
+                        case = {opt: render_chats_with_spans(spec["chats"], template, tools=tools, tokenizer=tok, **kw)
+                                for opt, kw in OPTIONS.items()}
+                        break
+                    except TemplateError as err:
+                        reason = str(err).splitlines()[0][:120]
+                cases[(name, kind)] = case if case is not None else {"skip": reason}
+        out[tok_name] = (tok, cases)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..rollout import template_facts
 from ..templates import TemplateError, tokenize_chats
+from .clock import fixed_clock
 from .masks import OPTIONS, MaskCase, Outcome, audit, render_case, token_offsets
 from .probes import KINDS
 from .tito import FAILURE_MODES, ROLE_SETS, family_tokenizer, failure_case, role_set_case
@@ -115,6 +116,12 @@ def check_corpus(templates: dict[str, str], tokenizers: dict[str, Any], *, tito:
     """One :class:`TemplateRow` per template (``{name: source}``), checked with each tokenizer
     (``{name: tokenizer}``). ``tito=False`` / ``failure_modes=False`` skip those columns;
     ``progress`` (optional) is called with each template name as it starts."""
+    with fixed_clock():  # templates that write the time render the same in every run (clock.py)
+        return _check_corpus(templates, tokenizers, tito=tito, failure_modes=failure_modes, progress=progress)
+
+
+def _check_corpus(templates: dict[str, str], tokenizers: dict[str, Any], *, tito: bool, failure_modes: bool,
+                  progress: Any) -> list[TemplateRow]:
     rows = [TemplateRow(name) for name in templates]
     families = {t: family_tokenizer(tok, templates.values()) for t, tok in tokenizers.items()} if tito else {}
     for row in rows:

@@ -225,7 +225,8 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
             try:
                 return obj[attribute]
             except KeyError:
-                return self.undefined(obj=obj, name=attribute)
+                # named as jinja2 names a plain dict (the cached subclass is an implementation detail)
+                return self.undefined(hint=f"'dict object' has no attribute {attribute!r}", obj=obj, name=attribute)
         if t is jinja2.runtime.LoopContext and attribute in _LOOP_PROPERTIES:
             return getattr(obj, attribute)  # what the sandbox returns: public properties, never unsafe
         return super().getattr(obj, attribute)

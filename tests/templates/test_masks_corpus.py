@@ -69,15 +69,12 @@ OPTIONS = {"default": {}, "no_reasoning": {"mask_reasoning": False}, "no_eot": {
 
 
 @pytest.fixture(scope="session")
-def corpus(tokenizer_dir):
+def corpus(qwen_tok, mistral_tok):
     """Per tokenizer: ``(tok, cases)``, ``cases[(template, kind)][option] = (texts, spans)`` of
     every kind the template renders (with its tools, else with the weather tool), or
     ``{"skip": reason}``."""
-    from conftest import _load
-
     out = {}
-    for tok_name in TOKENIZER_NAMES:
-        tok = _load(tokenizer_dir, tok_name)
+    for tok_name, tok in zip(TOKENIZER_NAMES, (qwen_tok, mistral_tok)):
         cases = {}
         for name, template in TEMPLATES.items():
             for kind, spec in KINDS.items():

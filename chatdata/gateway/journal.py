@@ -37,6 +37,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..td.storage import write_all
+
 __all__ = ["Journal", "read_journal", "branches_from_journal", "StoredBranch"]
 
 HEADER = "chatdata-gateway-journal"
@@ -71,11 +73,7 @@ class Journal:
             self._header = None
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            if self.durable:
-                os.fsync(fd)
+            write_all(fd, line, self.durable)
         finally:
             os.close(fd)
 

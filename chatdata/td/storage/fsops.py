@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .tempdirs import find_orphans, remove_orphans
 
-__all__ = ["atomic_replace", "FormatError", "resolve_target", "check_overwritable", "find_orphans",
+__all__ = ["atomic_replace", "write_all", "FormatError", "resolve_target", "check_overwritable", "find_orphans",
            "remove_orphans", "durable_replace", "fsync_file", "fsync_dir", "fsync_tree"]
 
 
@@ -179,6 +179,23 @@ def fsync_file(path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data, durable: bool = False) -> None:
+    """Write every byte of ``data`` to the open file ``fd`` (``os.write`` may write fewer), then
+    ``fsync`` it when ``durable``.
+
+    Example:
+        >>> import os, tempfile
+        >>> fd, path = tempfile.mkstemp()
+        >>> write_all(fd, b"abc"); os.close(fd); open(path, "rb").read()
+        b'abc'
+    """
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    if durable:
+        os.fsync(fd)
 
 
 def fsync_dir(path) -> None:

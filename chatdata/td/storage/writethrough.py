@@ -39,7 +39,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from .fsops import UPDATE_TEMP_PREFIX as TEMP_PREFIX, FormatError
+from .fsops import UPDATE_TEMP_PREFIX as TEMP_PREFIX, FormatError, write_all
 from .integrity import parse_meta
 from .json_values import _entry_value
 from .writer import _save
@@ -174,11 +174,7 @@ def _replace_value(fd: int, link: ValueLink, value, where: str) -> bool:
     try:
         try:
             os.fchmod(tfd, mode)  # the new meta.json keeps the old one's permissions
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(tfd, view):]
-            if link.durable:
-                os.fsync(tfd)
+            write_all(tfd, raw, link.durable)
         finally:
             os.close(tfd)
         os.replace(tmp, "meta.json", src_dir_fd=fd, dst_dir_fd=fd)

@@ -3,7 +3,9 @@
 
 For a change that should not change speed (a refactor), compare the tree before it with the tree
 after it. Each side runs its own copy of ``benchmarks/<script>`` with ``PYTHONPATH`` set to its
-tree, in the same venv; rounds alternate the order (before, after, then after, before), and the
+tree, in the same venv; by default both sides run the *after* tree's script (``--own-scripts``
+runs each tree's own copy), so a change to a benchmark never reads as a change of speed. Rounds
+alternate the order (before, after, then after, before), and the
 table gives each row's median over the rounds and the after/before ratio of every round. Ratios
 measured in one run survive a busy machine better than absolute times; a row whose rounds
 disagree (0.8 and 1.3) is noise, not a change.
@@ -22,9 +24,11 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -69,7 +73,23 @@ def parse_rows(text: str) -> dict[str, float]:
     return rows
 
 
-def run_side(tree: Path, args: list[str]) -> dict[str, float]:
+def script_for(tree: Path, name: str, scripts_from: Path | None, scratch: Path) -> Path:
+    """``benchmarks/<name>`` to run against ``tree``: its own, or ``scripts_from``'s copy.
+
+    The scripts put their parent's parent first on ``sys.path``, so a borrowed script is copied into
+    a scratch tree whose ``chatdata`` is a link to ``tree``'s package.
+    """
+    if scripts_from is None or scripts_from == tree:
+        return tree / "benchmarks" / name
+    side = scratch / tree.name
+    (side / "benchmarks").mkdir(parents=True, exist_ok=True)
+    if not (side / "chatdata").exists():
+        (side / "chatdata").symlink_to(tree / "chatdata", target_is_directory=True)
+    shutil.copy2(scripts_from / "benchmarks" / name, side / "benchmarks" / name)
+    return side / "benchmarks" / name
+
+
+def run_side(tree: Path, args: list[str], script: Path | None = None) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     if args == ["import"]:
         out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], env=env, cwd=tree, capture_output=True, text=True)
@@ -79,7 +99,7 @@ def run_side(tree: Path, args: list[str]) -> dict[str, float]:
         if probe["lazy"]:
             print(f"  {tree}: the first memmap/load_memmap imported {probe['lazy']}")
         return {"import chatdata (CPU)": probe["import chatdata (CPU)"], "modules imported by chatdata": probe["modules"]}
-    script = tree / "benchmarks" / args[0]
+    script = script or tree / "benchmarks" / args[0]
     out = subprocess.run([sys.executable, str(script), *args[1:]], env=env, cwd=tree, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{script} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
@@ -93,14 +113,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (see SCRIPTS)")
     ap.add_argument("--only", nargs="*", default=[*SCRIPTS, "import"], choices=[*SCRIPTS, "import"])
+    ap.add_argument("--own-scripts", action="store_true",
+                    help="each tree runs its own benchmarks/ copy (default: both run the after tree's)")
     args = ap.parse_args()
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
+    scratch = Path(tempfile.mkdtemp(prefix="compare_trees_"))
+    scripts_from = None if args.own_scripts else sides["after"]
     for name in args.only:
         runs: dict[str, list] = defaultdict(list)
         cmd = ["import"] if name == "import" else SCRIPTS[name][args.quick]
         for r in range(args.rounds):
             for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
-                runs[side].append(run_side(sides[side], cmd))
+                script = None if name == "import" else script_for(sides[side], cmd[0], scripts_from, scratch)
+                runs[side].append(run_side(sides[side], cmd, script))
         print(f"\n{name}: {' '.join(cmd)}, {args.rounds} rounds alternated; ms (counts for 'modules')")
         print(f"  {'row':60s} {'before':>10s} {'after':>10s} {'ratio':>6s}  ratio per round")
         ratios = []
@@ -117,6 +142,7 @@ def main() -> None:
                   + " ".join(f"{x:.2f}" for x in per_round))
         if ratios:
             print(f"  geometric mean of the time ratios: {statistics.geometric_mean(ratios):.3f}")
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

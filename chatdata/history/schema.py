@@ -8,8 +8,10 @@ tensor of the right dtype) and that ``_flags`` is an int8 tensor; the flag value
 :class:`~chatdata.td.FormatError` naming the file.
 
 Example:
-    >>> h = History.from_chats([[{"role": "user", "content": "hi"}]])  # doctest: +SKIP
-    >>> check_loaded_storage(h.memmap(path)._storage, Path(path) / "_storage")  # doctest: +SKIP
+    >>> check_loaded_storage(TensorDict({"role": ["user"]}, [1]), Path("chat/_storage"))
+    Traceback (most recent call last):
+    ...
+    chatdata...FormatError: chat/_storage/meta.json: a History needs the columns ['role', 'content']; ['content'] missing
 """
 from __future__ import annotations
 

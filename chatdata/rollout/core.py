@@ -178,7 +178,10 @@ class Rollout:
         add_generation_prompt=True)``).
 
         Example:
-            >>> ro.prompt_ids()[0][-3:]  # doctest: +SKIP
+            >>> from chatdata.data import load_sample_tokenizer
+            >>> tok = load_sample_tokenizer()
+            >>> ro = Rollout([[{"role": "user", "content": "2+2?"}]], tokenizer=tok)
+            >>> ro.prompt_ids()[0][-3:]  # '<|im_start|>', 'assistant', a newline
             tensor([151644,  77091,    198])
         """
         return [self._rows[i].tokens.ids() for i in self._row_indices(rows, None, "prompt_ids")]
@@ -194,7 +197,12 @@ class Rollout:
         to the row's conversation.
 
         Example:
-            >>> ro.add_response([torch.tensor([19, 151645])], logprobs=[torch.tensor([-0.1, -0.2])])  # doctest: +SKIP
+            >>> from chatdata.data import load_sample_tokenizer
+            >>> tok = load_sample_tokenizer()
+            >>> ro = Rollout([[{"role": "user", "content": "2+2?"}]], tokenizer=tok)
+            >>> ro.add_response([torch.tensor([19, 151645])], logprobs=[torch.tensor([-0.1, -0.2])])
+            >>> ro.history.to_chats()[0][-1]
+            {'role': 'assistant', 'content': '4'}
         """
         if isinstance(ids, torch.Tensor):
             if ids.is_nested:
@@ -247,7 +255,17 @@ class Rollout:
         of ``rows``. Only the text the template adds after the last kept token is tokenized.
 
         Example:
-            >>> ro.add_messages([[{"role": "user", "content": "and 3+3?"}]])  # doctest: +SKIP
+            >>> from chatdata.data import load_sample_tokenizer
+            >>> tok = load_sample_tokenizer()
+            >>> ro = Rollout([[{"role": "user", "content": "2+2?"}]], tokenizer=tok)
+            >>> ro.add_response([tok.encode("4<|im_end|>")])
+            >>> ro.add_messages([[{"role": "user", "content": "and 3+3?"}]])
+            >>> print(tok.decode(ro.prompt_ids()[0][-16:]))
+            <|im_end|>
+            <|im_start|>user
+            and 3+3?<|im_end|>
+            <|im_start|>assistant
+            <BLANKLINE>
         """
         if isinstance(msgs, History):
             msgs = _as_chats(msgs)
@@ -303,8 +321,13 @@ class Rollout:
         (``start`` is the length of the prompt the policy was given for it).
 
         Example:
-            >>> ro.turn_spans()[0].tolist()  # doctest: +SKIP
-            [[9, 11]]
+            >>> from chatdata.data import load_sample_tokenizer
+            >>> tok = load_sample_tokenizer()
+            >>> ro = Rollout([[{"role": "user", "content": "2+2?"}]], tokenizer=tok)
+            >>> start = len(ro.prompt_ids()[0])
+            >>> ro.add_response([tok.encode("4<|im_end|>")])
+            >>> ro.turn_spans()[0].tolist() == [[start, start + 2]]
+            True
         """
         return [torch.tensor(self._sides[i].turns, dtype=torch.int64).reshape(-1, 2)
                 for i in self._row_indices(rows, None, "turn_spans")]

@@ -203,11 +203,14 @@ def tokenize_chats(
     the full encode once per template and tokenizer, and fall back where they differ.
 
     Example:
+        >>> from chatdata.data import load_sample_tokenizer
         >>> from chatdata.templates import render_chats_with_spans, get_chat_template
-        >>> texts, spans = render_chats_with_spans(chats, get_chat_template("qwen"))  # doctest: +SKIP
-        >>> out = tokenize_chats(texts, spans, tok, return_assistant_tokens_mask=True)  # doctest: +SKIP
-        >>> out["assistant_masks"][0]  # doctest: +SKIP
-        tensor([0, 0, ..., 1, 1, 0])
+        >>> tok = load_sample_tokenizer()
+        >>> chats = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]]
+        >>> texts, spans = render_chats_with_spans(chats, get_chat_template("qwen"))
+        >>> out = tokenize_chats(texts, spans, tok, return_assistant_tokens_mask=True)
+        >>> tok.decode(out["input_ids"][0][out["assistant_masks"][0].bool()])
+        'hello<|im_end|>'
     """
     texts = list(texts)
     if any(not isinstance(t, str) for t in texts):

@@ -7,9 +7,15 @@ columns plus int64 offsets (sequence ``i`` is ``offsets[i]:offsets[i+1]``). The 
 the lengths from the offsets alone and slices tokens straight from the memory map when a row
 is asked for.
 
-Example:
-    >>> ds = TokenDataset("tokens/")                       # doctest: +SKIP
-    >>> ds.lengths[:3], ds[0]["labels"][:5]                # doctest: +SKIP
+Example (a folder that ``chatdata tokenize`` wrote; ``TokenDataset`` takes the in-memory set too):
+    >>> from chatdata.data import load_sample_chats, load_sample_tokenizer
+    >>> toks = History.from_chats(load_sample_chats()[:2]).apply_chat_template(
+    ...     tokenizer=load_sample_tokenizer(), tokenize=True, return_dict=True,
+    ...     return_assistant_tokens_mask=True, add_generation_prompt=False)
+    >>> _ = toks.memmap("tokens/")
+    >>> ds = TokenDataset("tokens/")
+    >>> len(ds), ds[0]["labels"][:3].tolist()
+    (2, [-100, -100, -100])
 """
 from __future__ import annotations
 

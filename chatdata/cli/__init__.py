@@ -5,8 +5,11 @@ exit status (1 for a failed command, 2 for bad usage, 130 when interrupted); set
 ``CHATDATA_DEBUG=1`` to see the Python traceback of an unexpected error.
 
 Example:
-    >>> main(["--version"])  # doctest: +SKIP
-    chatdata 0.1.0
+    >>> from chatdata import History
+    >>> _ = History.from_chats([[{"role": "user", "content": "hi"}]]).memmap("ds/")
+    >>> main(["verify", "ds/"])  # the exit status; ``chatdata --version`` exits through argparse
+    ok: ds/: ... files, ... checksums match (...)
+    0
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ Example:
     >>> import chatdata
     >>> h = chatdata.History.from_chats([[{"role": "user", "content": "hi"}]])
     >>> t = h.to_arrow()
-    >>> import datasets; ds = datasets.Dataset(t)         # doctest: +SKIP
-    >>> chatdata.History.from_arrow(ds.data.table).to_chats()   # doctest: +SKIP
+    >>> import datasets; ds = datasets.Dataset(t)
+    >>> chatdata.History.from_arrow(ds.data.table).to_chats()
     [[{'role': 'user', 'content': 'hi'}]]
 """
 from __future__ import annotations

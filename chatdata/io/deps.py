@@ -1,7 +1,9 @@
 """Optional dependencies of :mod:`chatdata.io`, imported only when a feature needs them.
 
 Example:
-    >>> pa = require_pyarrow()   # doctest: +SKIP
+    >>> pa = require_pyarrow()   # pyarrow, or MissingExtraError naming `pip install "chatdata[arrow]"`
+    >>> pa.table({"x": [1]}).num_rows
+    1
 """
 from __future__ import annotations
 

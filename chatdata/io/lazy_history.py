@@ -227,7 +227,12 @@ class LazyShards:
         ``return_tensors``, once over all conversations.
 
         Example:
-            >>> ds.apply_chat_template(chat_template_name="chatml_format")  # doctest: +SKIP
+            >>> import chatdata
+            >>> w = chatdata.open_dataset("corpus", mode="a")
+            >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "a"}]]))
+            >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "b"}]]))
+            >>> ds = chatdata.open_dataset("corpus")
+            >>> ds.apply_chat_template(chat_template_name="chatml_format")
             ['<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\n', ...]
         """
         self._require_history("apply_chat_template")
@@ -248,7 +253,11 @@ class LazyShards:
         must be new, empty, or a dataset to replace (as for any save).
 
         Example:
-            >>> ds.memmap("all/").batch_size   # doctest: +SKIP
+            >>> import chatdata
+            >>> w = chatdata.open_dataset("chats", mode="a")
+            >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "a"}]] * 2))
+            >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "b"}]]))
+            >>> chatdata.open_dataset("chats").memmap("all/").batch_size
             torch.Size([3, -1])
         """
         from ..td.storage import StreamWriter, check_overwritable

@@ -5,7 +5,10 @@ a token shard (a ragged stack of ``input_ids`` / ``assistant_masks``) a table of
 over the same flat buffers. :func:`~chatdata.io.shard_writer.write_shard_from_arrow` writes one table back as a new shard.
 
 Example:
-    >>> t = shard_to_arrow("corpus/shards/shard-...")   # doctest: +SKIP
+    >>> from chatdata import History
+    >>> _ = History.from_chats([[{"role": "user", "content": "hi"}]]).memmap("shard/")
+    >>> shard_to_arrow("shard/").to_pylist()
+    [{'messages': [{'role': 'user', 'content': 'hi'}]}]
 """
 from __future__ import annotations
 

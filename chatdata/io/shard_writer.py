@@ -5,7 +5,10 @@ It sits above both :mod:`chatdata.io.shard_tables` (the table <-> shard conversi
 those imports the other's writer, so the two stay free of an import circle.
 
 Example:
-    >>> write_shard_from_arrow(table, "corpus")   # doctest: +SKIP
+    >>> import pyarrow as pa
+    >>> table = pa.table({"messages": [[{"role": "user", "content": "hi"}]]})
+    >>> write_shard_from_arrow(table, "corpus").column("items").to_pylist()
+    [1]
 """
 from __future__ import annotations
 

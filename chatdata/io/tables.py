@@ -14,9 +14,11 @@ a role, a message chatdata cannot hold) is reported as ``file:row N: reason`` an
 bad JSONL lines are. :func:`export_parquet` writes a dataset to one Parquet file.
 
 Example:
-    >>> stats = import_tables("chats.parquet", "ds/")   # doctest: +SKIP
-    >>> stats.conversations                             # doctest: +SKIP
-    100000
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> pq.write_table(pa.table({"messages": [[{"role": "user", "content": "hi"}]] * 3}), "chats.parquet")
+    >>> stats = import_tables("chats.parquet", "ds/")
+    >>> stats.conversations
+    3
 """
 from __future__ import annotations
 
@@ -274,8 +276,10 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     Returns the number of conversations.
 
     Example:
-        >>> export_parquet("ds/", "chats.parquet")   # doctest: +SKIP
-        100000
+        >>> from chatdata import History
+        >>> _ = History.from_chats([[{"role": "user", "content": "hi"}]] * 3).memmap("ds/")
+        >>> export_parquet("ds/", "chats.parquet")
+        3
     """
     pa = require_pyarrow()
     import pyarrow.parquet as pq

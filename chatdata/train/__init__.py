@@ -2,11 +2,16 @@
 
 Example:
     >>> from torch.utils.data import DataLoader
+    >>> from chatdata.data import load_sample_chats, load_sample_tokenizer
     >>> from chatdata.train import TokenDataset, PackedBatchSampler, collate_padding_free
-    >>> ds = TokenDataset("tokens/")                                        # doctest: +SKIP
-    >>> sampler = PackedBatchSampler(ds.lengths, max_tokens=8192, seed=0)    # doctest: +SKIP
-    >>> loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate_padding_free)  # doctest: +SKIP
-    >>> shards = ConcatTokenDataset(chatdata.open_dataset("sharded_tokens/"))  # doctest: +SKIP
+    >>> toks = History.from_chats(load_sample_chats()[:8]).apply_chat_template(
+    ...     tokenizer=load_sample_tokenizer(), tokenize=True, return_dict=True,
+    ...     return_assistant_tokens_mask=True, add_generation_prompt=False)
+    >>> ds = TokenDataset(toks.memmap("tokens/"))          # or TokenDataset("tokens/")
+    >>> sampler = PackedBatchSampler(ds.lengths, max_tokens=8192, seed=0)
+    >>> loader = DataLoader(ds, batch_sampler=sampler, collate_fn=collate_padding_free)
+    >>> sum(int(b["input_ids"].numel()) for b in loader) == int(ds.lengths.sum())
+    True
 """
 from .collate import collate_padded, collate_padding_free
 from .concat import ConcatTokenDataset

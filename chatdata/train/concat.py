@@ -7,8 +7,15 @@ answers like a single one: ``lengths`` and ``trained_lengths()`` are the parts' 
 ``DataLoader`` with a batch sampler calls) gathers a batch as flat columns, part by part.
 
 Example:
-    >>> ds = ConcatTokenDataset(chatdata.open_dataset("tokens/"))   # doctest: +SKIP
-    >>> sampler = PackedBatchSampler(ds.lengths, max_tokens=8192)     # doctest: +SKIP
+    >>> from chatdata.data import load_sample_chats, load_sample_tokenizer
+    >>> w = chatdata.open_dataset("tokens", mode="a")
+    >>> for a in (0, 3):
+    ...     w.append(History.from_chats(load_sample_chats()[a:a + 3]).apply_chat_template(
+    ...         tokenizer=load_sample_tokenizer(), tokenize=True, return_dict=True,
+    ...         return_assistant_tokens_mask=True, add_generation_prompt=False))
+    >>> ds = ConcatTokenDataset(chatdata.open_dataset("tokens"))
+    >>> len(ds), ds[4]["input_ids"].shape == (int(ds.lengths[4]),)
+    (6, True)
 """
 from __future__ import annotations
 

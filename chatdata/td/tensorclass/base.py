@@ -556,7 +556,10 @@ def register_tensorclass(name: str, cls) -> None:
     """Make saved data whose class is ``name`` load as ``cls`` (see :mod:`.registry`).
 
     Example:
-        >>> register_tensorclass("otherlib.Sample", Sample)  # doctest: +SKIP
+        >>> @tensorclass
+        ... class Sample:
+        ...     x: torch.Tensor
+        >>> register_tensorclass("otherlib.Sample", Sample)  # folders saved by otherlib load as Sample
     """
     if not (isinstance(cls, type) and issubclass(cls, TensorClass)):
         raise TypeError(f"register_tensorclass needs a tensorclass, got {cls!r}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .columns import gather_rows, pad_rows, padded_index
+from .columns import gather_rows, pad_index, pad_rows
 from .dataset import IGNORE_INDEX
 
 _RAMP = np.arange(0, dtype=np.int64)
@@ -112,12 +112,13 @@ def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = Non
     if pad_to_multiple_of:
         L = -(-L // pad_to_multiple_of) * pad_to_multiple_of
     L = max(L, 1) if pad_to_multiple_of else L
-    index = padded_index(flat.offsets, L, left=padding_side == "left")
-    input_ids = pad_rows(flat.ids, flat.offsets, L, pad_token_id, index=index)
-    attention = pad_rows(torch.ones(flat.ids.numel(), dtype=torch.int64), flat.offsets, L, 0, index=index)
+    left = padding_side == "left"
+    index = pad_index(flat.offsets, L, left)
+    input_ids = pad_rows(flat.ids, flat.offsets, L, pad_token_id, left, index)
+    attention = pad_rows(torch.ones(flat.ids.numel(), dtype=torch.int64), flat.offsets, L, 0, left, index)
     out = {"input_ids": input_ids, "attention_mask": attention,
-           "labels": pad_rows(flat.columns["labels"], flat.offsets, L, IGNORE_INDEX, index=index)}
+           "labels": pad_rows(flat.columns["labels"], flat.offsets, L, IGNORE_INDEX, left, index)}
     for name, col in flat.columns.items():
         if name not in _CONSUMED:
-            out[name] = pad_rows(col, flat.offsets, L, 0, index=index)
+            out[name] = pad_rows(col, flat.offsets, L, 0, left, index)
     return out

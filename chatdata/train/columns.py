@@ -39,7 +39,7 @@ import torch
 from .dataset import IGNORE_INDEX, TokenRows
 from .weights_column import check_weights_in_every_row, reconcile_loss_weights
 
-__all__ = ["FlatRows", "gather_rows", "pad_rows", "padded_index", "make_labels", "widen_columns",
+__all__ = ["FlatRows", "gather_rows", "pad_rows", "pad_index", "padded_index", "make_labels", "widen_columns",
            "LIST_COLUMNS", "SKIPPED_COLUMNS", "COLUMN_DTYPES"]
 
 LIST_COLUMNS = ("labels", "assistant_masks", "logprobs", "advantages", "loss_weights", "routed_experts")
@@ -271,25 +271,59 @@ def padded_index(offsets: np.ndarray, L: int, left: bool = False) -> torch.Tenso
     return torch.from_numpy(row * L + col)
 
 
+#: rows at least this long on average are laid out by slice copies, one per row (memcpy speed);
+#: shorter ones by one scatter over a position index (fewer Python steps per token)
+ROW_COPY_MIN_MEAN = 128
+
+
+def pad_index(offsets: np.ndarray, L: int, left: bool = False) -> torch.Tensor | None:
+    """The ``index`` to share between :func:`pad_rows` calls over the same rows: the positions of
+    :func:`padded_index` when the rows are short, else None (``pad_rows`` then copies row by row).
+
+    Example:
+        >>> pad_index(np.array([0, 2, 3]), 3).tolist(), pad_index(np.array([0, 300, 600]), 300)
+        ([0, 1, 3], None)
+    """
+    n = offsets.size - 1
+    if n > 0 and int(offsets[-1]) >= ROW_COPY_MIN_MEAN * n:
+        return None
+    return padded_index(offsets, L, left)
+
+
 def pad_rows(flat: torch.Tensor, offsets: np.ndarray, L: int, pad=0, left: bool = False,
              index: torch.Tensor | None = None) -> torch.Tensor:
     """A flat column ``(total, ...)`` laid out per row as ``(N, L, ...)``, ``pad`` elsewhere.
 
-    ``index`` (from :func:`padded_index`) saves recomputing the positions for each column.
+    ``index`` (from :func:`pad_index`) saves recomputing the positions for each column; without
+    one, long rows are copied slice by slice and short ones scattered.
 
     Example:
         >>> pad_rows(torch.tensor([1, 2, 3]), np.array([0, 1, 3]), 2, pad=-1).tolist()
         [[1, -1], [2, 3]]
     """
     n = offsets.size - 1
-    if index is None:
-        index = padded_index(offsets, L, left)
     shape = (n * L, *flat.shape[1:])
     if flat.dtype == torch.bfloat16 or flat.requires_grad or flat.device.type != "cpu":
+        if index is None:
+            index = padded_index(offsets, L, left)
         out = torch.full(shape, pad, dtype=flat.dtype, device=flat.device)
         out[index.to(flat.device)] = flat
-    else:  # numpy's scatter: torch's index_put stalls for ms on a busy machine (thread-pool waits)
-        arr = np.full(shape, pad, dtype=flat.numpy().dtype)
-        arr[index.numpy()] = flat.numpy()
-        out = torch.from_numpy(arr)
-    return out.reshape(n, L, *flat.shape[1:])
+        return out.reshape(n, L, *flat.shape[1:])
+    src = flat.numpy()
+    if index is None and n > 0 and int(offsets[-1]) >= ROW_COPY_MIN_MEAN * n:
+        arr = np.empty((n, L, *flat.shape[1:]), dtype=src.dtype)
+        for j, (a, b) in enumerate(zip(offsets[:-1].tolist(), offsets[1:].tolist())):
+            m = b - a
+            if left:
+                arr[j, :L - m] = pad
+                arr[j, L - m:] = src[a:b]
+            else:
+                arr[j, :m] = src[a:b]
+                arr[j, m:] = pad
+        return torch.from_numpy(arr)
+    if index is None:
+        index = padded_index(offsets, L, left)
+    # numpy's scatter: torch's index_put stalls for ms on a busy machine (thread-pool waits)
+    arr = np.full(shape, pad, dtype=src.dtype)
+    arr[index.numpy()] = src
+    return torch.from_numpy(arr).reshape(n, L, *flat.shape[1:])

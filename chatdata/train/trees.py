@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .columns import gather_rows, pad_rows, padded_index
+from .columns import gather_rows, pad_index, pad_rows
 
 __all__ = ["collate_prefix_tree", "dfs_order", "adjacent_lcp", "TreeLayout", "tree_layout", "TREE_KEYS"]
 
@@ -230,7 +230,7 @@ def collate_prefix_tree(rows) -> dict:
         "row_lengths": torch.from_numpy(lengths.copy()),
     }
     if flat.columns:
-        index = padded_index(flat.offsets, L)
+        index = pad_index(flat.offsets, L)
         for name, col in flat.columns.items():
             out[name] = pad_rows(col, flat.offsets, L, -100 if name == "labels" else 0, index=index)
     return out

@@ -5,9 +5,11 @@ import json
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import DataCollatorWithFlattening
 
-from chatdata.train import TokenDataset, collate_padded, collate_padding_free
+from chatdata.train import TokenDataset, collate_padded, collate_padding_free, collate_prefix_tree
 
 
 def test_dataset_from_folder_matches_ragged_output(sample_tokens, token_folder):
@@ -147,3 +149,31 @@ def test_empty_token_set_and_bad_index(tmp_path, sample_tokens):
         ds[1.0]
     with pytest.raises(ValueError, match="max_length"):
         TokenDataset(sample_tokens, max_length=0)
+
+
+def _padded_reference(t, L, fill, left):
+    pad = torch.full((L - t.shape[0], *t.shape[1:]), fill, dtype=t.dtype)
+    return torch.cat([pad, t] if left else [t, pad])
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.one_of(st.integers(0, 6), st.integers(120, 300)), min_size=1, max_size=6),
+       left=st.booleans(), seed=st.integers(0, 2**16))
+def test_padded_layout_equals_row_by_row_reference(lengths, left, seed):
+    # long rows are laid out by slice copies, short ones by a scatter: both must give the reference
+    if not any(lengths):
+        lengths = [1, *lengths]
+    g = torch.Generator().manual_seed(seed)
+    rows = [{"input_ids": torch.randint(1, 100, (n,), generator=g), "logprobs": -torch.rand(n, generator=g),
+             "routed_experts": torch.randint(0, 64, (n, 2, 3), generator=g, dtype=torch.int16)} for n in lengths]
+    L = max(lengths)
+    b = collate_padded(rows, pad_token_id=0, padding_side="left" if left else "right")
+    for key in ("input_ids", "logprobs", "routed_experts"):
+        assert torch.equal(b[key], torch.stack([_padded_reference(r[key], L, 0, left) for r in rows])), key
+    ones = [torch.ones(n, dtype=torch.int64) for n in lengths]
+    assert torch.equal(b["attention_mask"], torch.stack([_padded_reference(o, L, 0, left) for o in ones]))
+    assert torch.equal(b["labels"], torch.stack([_padded_reference(r["input_ids"], L, -100, left) for r in rows]))
+    kept = [r for r in rows if r["input_ids"].numel()]  # a tree row needs a token
+    tree = collate_prefix_tree(kept)
+    want = torch.stack([_padded_reference(r["routed_experts"], L, 0, False) for r in kept])
+    assert torch.equal(tree["routed_experts"], want)

@@ -63,27 +63,34 @@ def _is_default_const(col, name: str) -> bool:
     return isinstance(col, NonTensorData) and col.data is _DEFAULTS[name]
 
 
-def _any_nonzero(a: np.ndarray) -> bool:
-    """``a.any()`` for a contiguous int8 array, 8 bytes at a time."""
+def _flag_union(a: np.ndarray) -> int:
+    """The bits set in any element of a contiguous int8 array (one pass, 8 bytes at a time)."""
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
     whole = a.nbytes // 8 * 8
-    return bool(a[:whole].view(np.uint64).any() or a[whole:].any()) if a.flags.c_contiguous else bool(a.any())
+    wide = int(np.bitwise_or.reduce(a[:whole].view(np.uint64))) if whole else 0
+    bits = int(np.bitwise_or.reduce(a[whole:].view(np.uint8))) if a.nbytes > whole else 0
+    while wide:
+        bits |= wide & 0xFF
+        wide >>= 8
+    return bits
 
 
-def _optional_fields(cols: dict, flags_np: np.ndarray, n: int, json: str):
+def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, json: str):
     """(fields, arrays) of ``is_complete``, ``tool_calls``, ``tool_responses`` and the extra keys,
     computed over whole columns (packed JSON parsed by Arrow, or kept as JSON text), or None when
     a value needs the per-message path (a key present with None, values Arrow cannot type
     exactly, columns held as Python objects)."""
     pa = require_pyarrow()
-    from .arrow_json import json_array_of, null_rows, packed_json
+    from .arrow_json import json_array_of, json_text_array, null_rows, packed_json, valid_bits
     from .arrow_memo import column_key, memo
 
     fields, arrays = [], []
     for name, bit in (("is_complete", IS_COMPLETE), ("tool_calls", TOOL_CALLS), ("tool_responses", TOOL_RESPONSES)):
         col = cols[name]
-        given = (flags_np & bit) != 0 if n else np.zeros(0, dtype=bool)
-        if _is_default_const(col, name) and not given.any():
+        if _is_default_const(col, name) and not set_bits & bit:
             continue
+        given = (flags_np & bit) != 0 if set_bits & bit else np.zeros(n, dtype=bool)
         got = packed_json(col)
         if got is None:
             return None
@@ -97,8 +104,8 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, n: int, json: str):
         else:
             if (given & nulls).any():  # a key given as None: the per-message path writes _null_keys
                 return None
-            if json == "text":  # a view of the column: never memoised (see arrow_memo)
-                arr = json_array_of(*got, nulls, json)
+            if json == "text":  # a view of the column: never memoised (see arrow_memo), its bitmap is
+                arr = json_text_array(*got, nulls, memo(key, "valid", lambda: valid_bits(nulls)))
             else:
                 arr = memo(key, "typed", lambda: json_array_of(*got, nulls, json))
             if arr is None:
@@ -149,7 +156,8 @@ def messages_array(h, json: str = "typed", n: int | None = None):
     except KeyError:
         flags = torch.zeros(n, dtype=torch.int8)
     flags_np = flags.numpy()  # numpy's any() is ~100x faster than torch's on int8 (no thread pool)
-    any_flags = _any_nonzero(flags_np) if n else False
+    set_bits = _flag_union(flags_np) if n else 0
+    any_flags = set_bits != 0
     fields, arrays = [], []
 
     role = cols["role"]
@@ -162,7 +170,7 @@ def messages_array(h, json: str = "typed", n: int | None = None):
 
     null_keys = None  # per message: keys present with value None
     content = cols["content"]
-    content_absent = any_flags and bool((flags_np & CONTENT_ABSENT).any())
+    content_absent = bool(set_bits & CONTENT_ABSENT)
     arr = None if content_absent else _packed_strings(content)
     if arr is not None:
         arrays.append(arr)
@@ -184,7 +192,7 @@ def messages_array(h, json: str = "typed", n: int | None = None):
         fields.append(pa.field("content", arr.type, metadata=JSON_META if is_json else None))
 
     simple = not any_flags and all(_is_default_const(cols[k], k) for k in _DEFAULTS)
-    fast = None if simple or null_keys is not None else _optional_fields(cols, flags_np, n, json)
+    fast = None if simple or null_keys is not None else _optional_fields(cols, flags_np, set_bits, n, json)
     if fast is not None:
         fields += fast[0]
         arrays += fast[1]

@@ -10,8 +10,10 @@ they go when the column goes. Values that point back into the column's own memor
 stored (they would keep it alive forever); only self-contained results are.
 
 Example:
+    >>> import torch
     >>> from chatdata import NonTensorStack
-    >>> col = NonTensorStack.from_list([None, {"a": 1}]).packed()
+    >>> col = NonTensorStack.from_packed(torch.tensor(list(b"null[1]"), dtype=torch.uint8),
+    ...                                  torch.tensor([0, 4, 7]), "json")  # e.g. memory-mapped files
     >>> key = column_key(col)
     >>> memo(key, "demo", lambda: 42), memo(key, "demo", lambda: 0)
     (42, 42)

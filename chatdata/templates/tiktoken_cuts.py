@@ -23,7 +23,7 @@ only for a pattern of that known shape, and the twin checks its ids on the probe
 Example:
     >>> import re
     >>> cut_re = re.compile(cut_pattern("<|im_end|>"))
-    >>> cut_re.sub("|", "a  b\\n  c d  <|im_end|>")
+    >>> cut_re.sub(lambda m: m.group() + "|", "a  b\\n  c d  <|im_end|>")
     'a | b\\n | c d  <|im_end|>'
 """
 from __future__ import annotations
@@ -74,9 +74,11 @@ def plain_pattern(pattern: str) -> str | None:
 
 
 def cut_pattern(separator: str) -> str:
-    """The regex of the empty places to cut at (see the module docstring); a place right before
-    ``separator`` (the added token between joined texts) is not one: tiktoken cuts there already."""
-    return f"(?<=[{_WS}])(?=[{_WS_NOT_NEWLINE}](?!{re.escape(separator)})[^{_WS}])"
+    """The regex of the places to cut at (see the module docstring): it matches the whitespace
+    character before each, so a cut goes at the end of every match. A place right before
+    ``separator`` (the added token between joined texts) is not one: tiktoken cuts there already.
+    (Matching that character, not an empty place behind a lookbehind, scans 2-3x faster.)"""
+    return f"[{_WS}](?=[{_WS_NOT_NEWLINE}](?!{re.escape(separator)})[^{_WS}])"
 
 
 class LookaheadFree:
@@ -90,13 +92,14 @@ class LookaheadFree:
         self.mark = mark
         self.mark_id = encoding.encode_single_token(mark)
         self.allowed = {separator, mark}
+        self._insert = r"\g<0>" + mark.replace("\\", r"\\")  # the matched character, then the mark
 
     def encode_joined(self, joined: str) -> np.ndarray:
         """The ids of ``joined`` -- texts without added tokens, joined by the separator -- as
         the original pattern gives them, int64."""
-        arr = self.encoding.encode_to_numpy(self.cut.sub(self.mark, joined), allowed_special=self.allowed,
-                                            disallowed_special=())
-        return arr[arr != self.mark_id].astype(np.int64)
+        marked, cuts = self.cut.subn(self._insert, joined)
+        arr = self.encoding.encode_to_numpy(marked, allowed_special=self.allowed, disallowed_special=())
+        return (arr[arr != self.mark_id] if cuts else arr).astype(np.int64)
 
 
 def _mark_for(specials: dict, separator: str) -> str | None:

@@ -90,7 +90,6 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
         col = cols[name]
         if _is_default_const(col, name) and not set_bits & bit:
             continue
-        given = (flags_np & bit) != 0 if set_bits & bit else np.zeros(n, dtype=bool)
         got = packed_json(col)
         if got is None:
             return None
@@ -99,11 +98,14 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
         if name == "is_complete":
             if nulls.any():
                 return None
+            given = (flags_np & bit) != 0 if set_bits & bit else np.zeros(n, dtype=bool)
             value = memo(key, "true", lambda: got[0][got[1][:-1]] == ord("t"))  # true / false
             arr, meta = pa.array(value, pa.bool_(), mask=~given & value), None  # True not given: absent
         else:
-            if (given & nulls).any():  # a key given as None: the per-message path writes _null_keys
-                return None
+            if set_bits & bit:  # a key given as None: the per-message path writes _null_keys
+                kept = memo(key, "kept", lambda: np.flatnonzero(~nulls))  # the values that are not null
+                if np.count_nonzero(flags_np & bit) != np.count_nonzero(flags_np[kept] & bit):
+                    return None
             if json == "text":  # a view of the column: never memoised (see arrow_memo), its bitmap is
                 arr = json_text_array(*got, nulls, memo(key, "valid", lambda: valid_bits(nulls)))
             else:

@@ -135,7 +135,7 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
 
 def _packed_strings(col):
     """The zero-copy ``large_string`` array of a 1-D stack of packed strings, else None."""
-    if type(col) is not NonTensorStack and not isinstance(col, NonTensorStack) or col.batch_dims != 1:
+    if not isinstance(col, NonTensorStack) or col.batch_dims != 1:
         return None
     data, offsets, kind = col.packed_column()
     if kind != "str":

@@ -52,7 +52,7 @@ def packed_json(stack):
         return None
     off = off.numpy()
     first = int(off[0]) if len(off) else 0
-    return data.numpy()[first:int(off[-1]) if len(off) else 0], off - first
+    return data.numpy()[first:int(off[-1]) if len(off) else 0], off - first if first else off  # no copy at 0
 
 
 def null_rows(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -61,3 +61,14 @@ def test_whitespace_before_the_separator_and_at_the_ends(any_tok):
 ])
 def test_other_pattern_shapes_keep_the_full_pattern(pattern):
     assert plain_pattern(pattern) is None
+
+
+def test_ascii_and_unicode_texts_are_cut_alike(any_tok):
+    """ASCII text is cut with numpy, other text with the regex: the same places either way."""
+    bpe = tiktoken_bpe_for(any_tok)
+    ascii_text = "a  b\t\tc \n  d\x0b e\x0c\x0cf   \r\n   g  " + bpe.separator + "  h \t"
+    assert ascii_text.isascii()
+    marked, cuts = bpe.plain._ascii_cuts(ascii_text)
+    assert (marked, cuts) == bpe.plain.cut.subn(bpe.plain._insert, ascii_text) and cuts == 7
+    fast, full = _ids_both_ways(bpe, ascii_text.split(bpe.separator))
+    assert np.array_equal(fast, full)

@@ -3,6 +3,8 @@
 (a) ``to_arrow()`` of a memory-mapped History (loaded beforehand, and loaded in the step) for
     10,000 synthetic conversations and 10,000 packaged sample chats (with tool calls), typed and
     ``json="text"``; and 100,000 synthetic ones: O(columns), not O(conversations).
+    What is parsed from a packed JSON column (tool calls) is kept per column (chatdata.io.arrow_memo):
+    the loaded-beforehand rows time later calls; the loaded-in-the-step row includes the parse.
     Peer: ``datasets.Dataset.from_list`` on the same 10,000 chats. Targets (issue 24): to_arrow of a
     loaded 10k History <= 0.2 ms and >= 100x faster than from_list.
 (b) Parquet import of 100,000 conversations (``chatdata.io.tables.import_tables``: read, convert,

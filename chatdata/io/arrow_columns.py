@@ -32,6 +32,9 @@ def tensor_buffer(t: torch.Tensor):
     """A ``pyarrow.Buffer`` over the memory of the contiguous CPU tensor ``t`` (no copy; the
     buffer keeps ``t`` alive)."""
     pa = require_pyarrow()
+    if type(t) is torch.Tensor and not t.requires_grad and t.is_cpu and t.is_contiguous():  # the usual case
+        nbytes = t.numel() * t.element_size()
+        return pa.foreign_buffer(t.data_ptr(), nbytes, base=t) if nbytes else pa.py_buffer(b"")
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()

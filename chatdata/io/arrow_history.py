@@ -30,6 +30,8 @@ import json
 import numpy as np
 import torch
 
+from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
+from ..td import NonTensorData, NonTensorStack
 from .arrow_columns import JSON_META, python_array, stack_from_strings, string_array, strip_nulls, tensor_buffer
 from .deps import require_pyarrow
 
@@ -37,12 +39,6 @@ __all__ = ["history_to_arrow", "history_from_arrow", "messages_array", "find_bad
 
 NULL_KEYS = "_null_keys"
 _DEFAULTS = {"is_complete": True, "tool_calls": None, "tool_responses": None, "extra": None}
-
-
-def _flag_bits():
-    from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
-
-    return CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
 
 
 def _as_batch(h):
@@ -56,8 +52,6 @@ def _as_batch(h):
 
 
 def _values(col, n: int) -> list:
-    from ..td import NonTensorData
-
     if isinstance(col, NonTensorData):
         return [col.data] * n
     if isinstance(col, torch.Tensor):
@@ -66,47 +60,56 @@ def _values(col, n: int) -> list:
 
 
 def _is_default_const(col, name: str) -> bool:
-    from ..td import NonTensorData
-
     return isinstance(col, NonTensorData) and col.data is _DEFAULTS[name]
 
 
-def _any_nonzero(a: np.ndarray) -> bool:
-    """``a.any()`` for a contiguous int8 array, 8 bytes at a time."""
+def _flag_union(a: np.ndarray) -> int:
+    """The bits set in any element of a contiguous int8 array (one pass, 8 bytes at a time)."""
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
     whole = a.nbytes // 8 * 8
-    return bool(a[:whole].view(np.uint64).any() or a[whole:].any()) if a.flags.c_contiguous else bool(a.any())
+    wide = int(np.bitwise_or.reduce(a[:whole].view(np.uint64))) if whole else 0
+    bits = int(np.bitwise_or.reduce(a[whole:].view(np.uint8))) if a.nbytes > whole else 0
+    while wide:
+        bits |= wide & 0xFF
+        wide >>= 8
+    return bits
 
 
-def _optional_fields(cols: dict, flags_np: np.ndarray, n: int, json: str):
+def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, json: str):
     """(fields, arrays) of ``is_complete``, ``tool_calls``, ``tool_responses`` and the extra keys,
     computed over whole columns (packed JSON parsed by Arrow, or kept as JSON text), or None when
     a value needs the per-message path (a key present with None, values Arrow cannot type
     exactly, columns held as Python objects)."""
     pa = require_pyarrow()
-    from .arrow_json import json_array, json_array_of, null_rows, packed_json
+    from .arrow_json import json_array_of, json_text_array, null_rows, packed_json, valid_bits
+    from .arrow_memo import column_key, memo
 
     fields, arrays = [], []
-    _, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES = _flag_bits()
     for name, bit in (("is_complete", IS_COMPLETE), ("tool_calls", TOOL_CALLS), ("tool_responses", TOOL_RESPONSES)):
         col = cols[name]
-        given = (flags_np & bit) != 0 if n else np.zeros(0, dtype=bool)
-        if _is_default_const(col, name) and not given.any():
+        if _is_default_const(col, name) and not set_bits & bit:
             continue
+        got = packed_json(col)
+        if got is None:
+            return None
+        key = column_key(col)  # what is parsed from the packed bytes is parsed once per column
+        nulls = memo(key, "nulls", lambda: null_rows(*got))
         if name == "is_complete":
-            got = packed_json(col)
-            if got is None or null_rows(*got).any():
+            if nulls.any():
                 return None
-            data, offsets = got
-            value = data[offsets[:-1]] == ord("t")  # true / false
+            given = (flags_np & bit) != 0 if set_bits & bit else np.zeros(n, dtype=bool)
+            value = memo(key, "true", lambda: got[0][got[1][:-1]] == ord("t"))  # true / false
             arr, meta = pa.array(value, pa.bool_(), mask=~given & value), None  # True not given: absent
         else:
-            got = packed_json(col)
-            if got is None:
-                return None
-            nulls = null_rows(*got)
-            if (given & nulls).any():  # a key given as None: the per-message path writes _null_keys
-                return None
-            arr = json_array_of(*got, nulls, json)
+            if set_bits & bit:  # a key given as None: the per-message path writes _null_keys
+                kept = memo(key, "kept", lambda: np.flatnonzero(~nulls))  # the values that are not null
+                if np.count_nonzero(flags_np & bit) != np.count_nonzero(flags_np[kept] & bit):
+                    return None
+            if json == "text":  # a view of the column: never memoised (see arrow_memo), its bitmap is
+                arr = json_text_array(*got, nulls, memo(key, "valid", lambda: valid_bits(nulls)))
+            else:
+                arr = memo(key, "typed", lambda: json_array_of(*got, nulls, json))
             if arr is None:
                 return None
             meta = JSON_META if json == "text" else None
@@ -114,7 +117,9 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, n: int, json: str):
         arrays.append(arr)
     extra = cols["extra"]
     if not _is_default_const(extra, "extra"):
-        arr = json_array(extra, "typed", objects=True)
+        got = packed_json(extra)
+        arr = None if got is None else memo(
+            column_key(extra), "typed objects", lambda: json_array_of(*got, null_rows(*got), "typed", objects=True))
         if arr is None or not pa.types.is_struct(arr.type):
             return None
         reserved = {"role", "content", *_DEFAULTS, NULL_KEYS}
@@ -128,14 +133,24 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, n: int, json: str):
     return fields, arrays
 
 
-def messages_array(h, json: str = "typed"):
-    """The flat ``struct`` array of all messages of the History ``h`` (see the module docstring);
-    ``json="text"`` keeps values that are not strings (``tool_calls``, ...) as JSON text."""
+def _packed_strings(col):
+    """The zero-copy ``large_string`` array of a 1-D stack of packed strings, else None."""
+    if not isinstance(col, NonTensorStack) or col.batch_dims != 1:
+        return None
+    data, offsets, kind = col.packed_column()
+    if kind != "str":
+        return None
     pa = require_pyarrow()
-    from ..td import NonTensorData, NonTensorStack
+    return pa.LargeStringArray.from_buffers(offsets.numel() - 1, tensor_buffer(offsets), tensor_buffer(data), None, 0)
 
-    CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES = _flag_bits()
-    n = int(h.conversation_offsets()[-1])
+
+def messages_array(h, json: str = "typed", n: int | None = None):
+    """The flat ``struct`` array of all messages of the History ``h`` (see the module docstring);
+    ``json="text"`` keeps values that are not strings (``tool_calls``, ...) as JSON text; ``n``
+    is the number of messages, when the caller knows it."""
+    pa = require_pyarrow()
+    if n is None:
+        n = int(h.conversation_offsets()[-1])
     cols = {name: h.message_column(name) for name in ("role", "content", "is_complete", "tool_calls",
                                                        "tool_responses", "extra")}
     try:
@@ -143,22 +158,24 @@ def messages_array(h, json: str = "typed"):
     except KeyError:
         flags = torch.zeros(n, dtype=torch.int8)
     flags_np = flags.numpy()  # numpy's any() is ~100x faster than torch's on int8 (no thread pool)
-    any_flags = _any_nonzero(flags_np) if n else False
+    set_bits = _flag_union(flags_np) if n else 0
+    any_flags = set_bits != 0
     fields, arrays = [], []
 
     role = cols["role"]
-    if isinstance(role, NonTensorStack) and role.batch_dims == 1:
-        arrays.append(string_array(role))
-    else:
-        arrays.append(pa.array(_values(role, n), pa.large_string()))
+    arr = _packed_strings(role)
+    if arr is None:
+        arr = string_array(role) if isinstance(role, NonTensorStack) and role.batch_dims == 1 else \
+            pa.array(_values(role, n), pa.large_string())
+    arrays.append(arr)
     fields.append(pa.field("role", pa.large_string()))
 
     null_keys = None  # per message: keys present with value None
     content = cols["content"]
-    content_absent = any_flags and bool((flags_np & CONTENT_ABSENT).any())
-    if isinstance(content, NonTensorStack) and content.batch_dims == 1 and content.packed_column()[2] == "str" \
-            and not content_absent:
-        arrays.append(string_array(content))
+    content_absent = bool(set_bits & CONTENT_ABSENT)
+    arr = None if content_absent else _packed_strings(content)
+    if arr is not None:
+        arrays.append(arr)
         fields.append(pa.field("content", pa.large_string()))
     else:
         values = _values(content, n)
@@ -177,7 +194,7 @@ def messages_array(h, json: str = "typed"):
         fields.append(pa.field("content", arr.type, metadata=JSON_META if is_json else None))
 
     simple = not any_flags and all(_is_default_const(cols[k], k) for k in _DEFAULTS)
-    fast = None if simple or null_keys is not None else _optional_fields(cols, flags_np, n, json)
+    fast = None if simple or null_keys is not None else _optional_fields(cols, flags_np, set_bits, n, json)
     if fast is not None:
         fields += fast[0]
         arrays += fast[1]
@@ -252,14 +269,16 @@ def history_to_arrow(h, column: str = "messages", json: str = "typed"):
         1
     """
     pa = require_pyarrow()
-    h = _as_batch(h)
-    offsets = h.conversation_offsets().contiguous()
-    if offsets.numel() and int(offsets[0]):
-        offsets = offsets - offsets[0]
-    off = pa.Array.from_buffers(pa.int64(), offsets.numel(), [None, tensor_buffer(offsets)])
     if json not in ("typed", "text"):
         raise ValueError(f"json must be 'typed' or 'text', got {json!r}")
-    conversations = pa.LargeListArray.from_arrays(off, messages_array(h, json))
+    h = _as_batch(h)
+    offsets = h.conversation_offsets().contiguous()
+    ends = offsets.numpy()  # a view: reading two ints from numpy costs less than from torch
+    first, n = (int(ends[0]), int(ends[-1])) if len(ends) else (0, 0)
+    if first:
+        offsets = offsets - first
+    off = pa.Array.from_buffers(pa.int64(), offsets.numel(), [None, tensor_buffer(offsets)])
+    conversations = pa.LargeListArray.from_arrays(off, messages_array(h, json, n))
     return pa.Table.from_arrays([conversations], names=[column])
 
 

@@ -28,7 +28,8 @@ import numpy as np
 from .arrow_columns import tensor_buffer
 from .deps import require_pyarrow
 
-__all__ = ["packed_json", "json_array", "json_array_of", "null_rows", "exact_type"]
+__all__ = ["packed_json", "json_array", "json_array_of", "json_text_array", "null_rows", "valid_bits",
+           "exact_type"]
 
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
 
@@ -51,7 +52,7 @@ def packed_json(stack):
         return None
     off = off.numpy()
     first = int(off[0]) if len(off) else 0
-    return data.numpy()[first:int(off[-1]) if len(off) else 0], off - first
+    return data.numpy()[first:int(off[-1]) if len(off) else 0], off - first if first else off  # no copy at 0
 
 
 def null_rows(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -67,14 +68,37 @@ def null_rows(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
-def _strings(pa, data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | None):
+def valid_bits(nulls: np.ndarray):
+    """``(bitmap, null_count)``: Arrow's validity bitmap (a ``pyarrow.Buffer``) of the values
+    that are not null, or ``(None, 0)`` when none is null.
+
+    Example:
+        >>> bits, count = valid_bits(np.array([True, False, False]))
+        >>> bits.to_pybytes(), count
+        (b'\\x06', 1)
+    """
+    pa = require_pyarrow()
+    count = int(nulls.sum())
+    return (pa.py_buffer(np.packbits(~nulls, bitorder="little")), count) if count else (None, 0)
+
+
+def json_text_array(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | None, validity=None):
+    """The ``large_string`` array of a packed column's text (zero-copy), ``nulls`` marked null
+    (``validity`` is their :func:`valid_bits`, when already known).
+
+    Example:
+        >>> data, offsets = np.frombuffer(b'null[1]', np.uint8), np.array([0, 4, 7])
+        >>> json_text_array(data, offsets, null_rows(data, offsets)).to_pylist()
+        [None, '[1]']
+    """
     import torch
 
-    validity = None
-    if nulls is not None and nulls.any():
-        validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    pa = require_pyarrow()
+    if validity is None:
+        validity = valid_bits(nulls) if nulls is not None else (None, 0)
+    bits, count = validity
     return pa.LargeStringArray.from_buffers(len(offsets) - 1, tensor_buffer(torch.from_numpy(offsets)),
-                                            pa.py_buffer(data), validity, int(nulls.sum()) if validity else 0)
+                                            pa.py_buffer(data), bits, count)
 
 
 def exact_type(t) -> bool:
@@ -163,9 +187,9 @@ def json_array_of(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray, json
     """
     pa = require_pyarrow()
     if json == "text":
-        return _strings(pa, data, offsets, nulls)
+        return json_text_array(data, offsets, nulls)
     keep = np.flatnonzero(~nulls)
-    rows = _strings(pa, data, offsets, None)
+    rows = json_text_array(data, offsets, None)
     if len(keep) < len(nulls):
         rows = rows.take(pa.array(keep))
     if not len(keep):

@@ -182,6 +182,7 @@ class TiktokenBPE:
         self.piece_cache: dict | None = None  # segment -> ids, filled by the splice engine
         self.template_ok: dict[str, bool] = {}  # template -> the splice engine agreed with the full encode
         self.decodes_exactly = False  # set by tiktoken_bpe_for: decode() equals the tokenizer's (ByteLevel decoder)
+        self.plain = None  # set by tiktoken_bpe_for: the same ids from a pattern without lookahead (tiktoken_cuts)
 
     def supports(self, text: str) -> bool:
         """Whether ``text`` encodes here exactly as in the tokenizer (not: text the NFC
@@ -206,6 +207,8 @@ class TiktokenBPE:
         :attr:`separator` between them (one call into tiktoken, without the GIL), as int64.
         """
         joined = self.separator.join(segments)
+        if self.plain is not None:  # the fast regex engine, cut where the lookahead would cut
+            return self.plain.encode_joined(joined)
         return self.encoding.encode_to_numpy(joined, allowed_special=self._only_separator,
                                              disallowed_special=()).astype(np.int64)
 
@@ -337,10 +340,25 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
     for text, enc in zip(probes, encoded):
         if bpe.encode(text) != enc.ids:
             return None, f"ids differ from the tokenizer's on the probe text {text[:60]!r}"
+    bpe.plain = _checked_plain(tiktoken, bpe, pattern, ranks, specials, probes)
     decoder = _state(backend.decoder)
     bpe.decodes_exactly = (decoder is not None and decoder.get("type") == "ByteLevel" and all(
         bpe.decode(enc.ids) == backend.decode(enc.ids, skip_special_tokens=False) for enc in encoded[:8]))
     return bpe, ""
+
+
+def _checked_plain(tiktoken, bpe: TiktokenBPE, pattern: str, ranks: dict, specials: dict, probes: list[str]):
+    """The lookahead-free encoder of :mod:`.tiktoken_cuts`, if it gives the twin's ids on every
+    probe text cut at the added tokens, else None."""
+    from .tiktoken_cuts import lookahead_free
+
+    plain = lookahead_free(tiktoken, f"chatdata-plain-{id(bpe)}", pattern, ranks, specials, bpe.separator)
+    if plain is None:
+        return None
+    segments = [seg for text in probes for seg in bpe.special_re.split(text)[::2]]
+    joined = bpe.separator.join(segments)
+    want = bpe.encoding.encode_to_numpy(joined, allowed_special=bpe._only_separator, disallowed_special=())
+    return plain if np.array_equal(plain.encode_joined(joined), want.astype(np.int64)) else None
 
 
 _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

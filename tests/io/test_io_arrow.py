@@ -223,6 +223,55 @@ def test_loaded_history_to_arrow_equals_the_per_message_conversion(tmp_path_fact
     assert History.from_arrow(got).to_chats() == chats
     text = loaded.to_arrow(json="text")
     assert History.from_arrow(text).to_chats() == chats
+    # again: what was parsed from the packed columns is reused, and must give the same tables;
+    # a slice reads other spans of the same columns, a picked order none of them
+    assert loaded.to_arrow().equals(want) and loaded.to_arrow(json="text").equals(text)
+    assert History.from_arrow(loaded[1:].to_arrow()).to_chats() == chats[1:]
+    picked = list(range(len(chats)))[::-1]
+    assert History.from_arrow(loaded[picked].to_arrow()).to_chats() == [chats[i] for i in picked]
+
+
+NESTED_CHATS = [
+    [{"role": "user", "content": "Réserve 2 billets ✈️"},
+     {"role": "assistant", "content": None, "tool_calls": [
+         {"type": "function", "function": {"name": "book", "arguments": {
+             "trip": {"from": "Zürich", "to": "東京", "legs": [{"day": "2024-05-01", "seats": 2}]},
+             "note": "fenêtre 🙂", "tags": ["a", "b"]}}}]},
+     {"role": "tool", "content": "ok", "tool_call_id": "c1", "name": "book"}],
+    [],
+    [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "reasoning_content": "ζ"}],
+]
+
+
+def test_second_to_arrow_of_a_loaded_history_reuses_the_parse_and_frees_it(tmp_path):
+    from chatdata.io import arrow_memo
+
+    History.from_chats(NESTED_CHATS * 3).memmap(tmp_path / "n")
+    loaded = load_memmap(tmp_path / "n")
+    before = len(arrow_memo._ENTRIES)
+    first = loaded.to_arrow()
+    assert len(arrow_memo._ENTRIES) > before  # the tool_calls / extra columns were parsed once
+    args = first.column("messages")[0].as_py()[1]["tool_calls"][0]["function"]["arguments"]
+    assert args["trip"]["to"] == "東京" and args["trip"]["legs"][0]["day"] == "2024-05-01"  # no timestamp
+    assert loaded.to_arrow().equals(first) and first.equals(History.from_chats(NESTED_CHATS * 3).to_arrow())
+    assert History.from_arrow(loaded[3:6].to_arrow()).to_chats() == NESTED_CHATS
+    assert History.from_arrow(loaded.to_arrow(json="text")).to_chats() == NESTED_CHATS * 3
+    del loaded, first
+    gc.collect()
+    assert len(arrow_memo._ENTRIES) == before  # nothing outlives the columns
+
+
+def test_memo_keys_name_the_exact_packed_bytes():
+    from chatdata.io.arrow_memo import column_key, memo
+
+    data = torch.tensor(list(b"12"), dtype=torch.uint8)
+    one, two = (NonTensorStack.from_packed(data, torch.tensor(o), "json") for o in ([0, 1], [0, 2]))
+    assert (one.tolist(), two.tolist()) == ([1], [12])
+    assert memo(column_key(one), "v", lambda: one.tolist()) == [1]
+    assert memo(column_key(two), "v", lambda: two.tolist()) == [12]  # same bytes, other offsets
+    assert memo(column_key(two[0:1]), "v", lambda: "recomputed") == [12]  # the same span
+    assert column_key(NonTensorStack.from_list([1, 2])) is None  # Python objects: never memoised
+    assert memo(None, "v", lambda: "fresh") == "fresh"
 
 
 def test_loaded_sample_chats_keep_their_arrow_types(tmp_path):

@@ -85,12 +85,18 @@ class Branch:
         self.busy = False
 
     def match(self, raw: list) -> int:
-        """How many leading messages of ``raw`` this branch holds."""
+        """How many leading messages of ``raw`` this branch holds. A message equal to the one
+        held replaces it (the same value), so that the next request, which repeats the same
+        parsed dicts (:mod:`chatdata.gateway.body_prefix`), is compared by identity."""
         seen, keys = self.seen, self.keys
         n = min(len(raw), len(seen))
         for i in range(n):
             m = raw[i]
-            if m == seen[i]:
+            held = seen[i]
+            if m is held:
+                continue
+            if m == held:
+                seen[i] = m
                 continue
             try:
                 if message_key(normalize_message(m, i)) == keys[i]:
@@ -105,10 +111,11 @@ class Session:
     """An open session: its branches (``None`` where a number is taken by a request still being
     logged), its log, and how many requests are in flight."""
 
-    __slots__ = ("id", "branches", "journal", "last_used", "inflight", "closed")
+    __slots__ = ("id", "branches", "journal", "last_used", "inflight", "closed", "memo")
 
     def __init__(self, session_id: str, journal: Journal | None) -> None:
         self.id = session_id
+        self.memo = None  # the last body named with this session's X-Session-Id (body_prefix.BodyMemo)
         self.branches: list[Branch | None] = []
         self.journal = journal
         self.last_used = time.monotonic()
@@ -224,8 +231,9 @@ class SessionTable:
         except ValueError as err:  # the template refuses the conversation
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
         plan.conv = conv
-        plan.full = conv.prompt_ids().tolist()
-        plan.prompt = plan.full[plan.base:]
+        ids = conv.prompt_ids()
+        plan.full = ids.numpy().tolist()  # every id, for the backend (numpy makes the ints faster than torch)
+        plan.prompt = ids[plan.base:].tolist()
         return plan
 
     def _conversation(self, messages: list, engine: dict) -> Conversation:

@@ -17,9 +17,9 @@ the gateway changes a parsed message (normalising builds new dicts).
 Example:
     >>> first = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}'
     >>> body, known, memo = parse_body(first, None)
-    >>> known, body["max_tokens"], memo.prefix[-15:]
-    (0, 5, b'"content": "hi"')
-    >>> second = first[:-18] + b', {"role": "assistant", "content": "yo"}], "max_tokens": 7}'
+    >>> known, body["max_tokens"], memo.prefix[-16:]
+    (0, 5, b'"content": "hi"}')
+    >>> second = first[:-19] + b', {"role": "assistant", "content": "yo"}], "max_tokens": 7}'
     >>> body, known, memo = parse_body(second, memo)
     >>> known, [m["content"] for m in body["messages"]], body["max_tokens"], body == json.loads(second)
     (1, ['hi', 'yo'], 7, True)

@@ -39,11 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from ..rollout import Conversation
+from .body_prefix import BodyMemo
 from .errors import GatewayError
 from .journal import Journal
 from .requests import ChatRequest, message_key, normalize_message
 
 __all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message"]
+
+_MEMO_KEY = 256  # a body's first bytes: the previous bodies it may repeat are looked up by them
+_MEMO_TRIES = 64  # previous bodies compared at most per request (the most recent first)
 
 
 def openai_message(msg: dict) -> dict:
@@ -115,7 +119,7 @@ class Session:
 
     def __init__(self, session_id: str, journal: Journal | None) -> None:
         self.id = session_id
-        self.memo = None  # the last body named with this session's X-Session-Id (body_prefix.BodyMemo)
+        self.memo: BodyMemo | None = None  # what the session's next body may repeat (see SessionTable.memo_for)
         self.branches: list[Branch | None] = []
         self.journal = journal
         self.last_used = time.monotonic()
@@ -160,6 +164,44 @@ class SessionTable:
         self.template_kwargs = dict(template_kwargs or {})
         self.sessions: dict[str, Session] = {}
         self._turns: dict[tuple, list[tuple[Session, Branch]]] = {}
+        self._memos: dict[bytes, list[Session]] = {}  # first bytes of a memo -> sessions holding one
+
+    # -- the bodies requests repeat ---------------------------------------------------------------
+    def memo_for(self, raw: bytes, session_id: str | None) -> BodyMemo | None:
+        """The previous body (:mod:`chatdata.gateway.body_prefix`) whose messages ``raw``
+        repeats byte for byte: the named session's, else the longest one among open sessions
+        whose bodies start with the same bytes. Any choice parses exactly; this one parses least."""
+        named = self.sessions.get(session_id) if session_id is not None else None
+        if named is not None and named.memo is not None and raw.startswith(named.memo.prefix):
+            return named.memo
+        best = None
+        for s in reversed(self._memos.get(raw[:_MEMO_KEY], ())[-_MEMO_TRIES:]):
+            m = s.memo
+            if (best is None or len(m.prefix) > len(best.prefix)) and raw.startswith(m.prefix):
+                best = m
+        return best
+
+    def keep_memo(self, s: Session, memo: BodyMemo | None) -> None:
+        """Remember the body a completed request of ``s`` sent, for the session's next one."""
+        old, s.memo = s.memo, None
+        if old is not None and len(old.prefix) >= _MEMO_KEY:
+            if memo is not None and memo.prefix[:_MEMO_KEY] == old.prefix[:_MEMO_KEY] and not s.closed:
+                s.memo = memo  # the same first bytes: the index entry stays
+                return
+            self._forget_memo(s, old)
+        if s.closed:
+            return
+        s.memo = memo
+        if memo is not None and len(memo.prefix) >= _MEMO_KEY:
+            self._memos.setdefault(memo.prefix[:_MEMO_KEY], []).append(s)
+
+    def _forget_memo(self, s: Session, memo: BodyMemo) -> None:
+        key = memo.prefix[:_MEMO_KEY]
+        entries = self._memos.get(key)
+        if entries:
+            entries[:] = [e for e in entries if e is not s]
+            if not entries:
+                del self._memos[key]
 
     # -- routing --------------------------------------------------------------------------------
     def route(self, req: ChatRequest, session_id: str | None) -> Plan:
@@ -350,6 +392,10 @@ class SessionTable:
         s.closed = True
         if self.sessions.get(s.id) is s:
             del self.sessions[s.id]
+        if s.memo is not None:
+            if len(s.memo.prefix) >= _MEMO_KEY:
+                self._forget_memo(s, s.memo)
+            s.memo = None
         for b in s.branches:
             if b is None:
                 continue

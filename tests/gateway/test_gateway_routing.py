@@ -39,18 +39,23 @@ def first_difference(a: list, b: list) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def test_a_history_rewritten_deep_inside_still_forks_where_it_did(backend, tok, tmp_path):
+@pytest.mark.parametrize("named", [True, False], ids=["X-Session-Id", "no header"])
+def test_a_history_rewritten_deep_inside_still_forks_where_it_did(backend, tok, tmp_path, named):
     app = create_app(backend[0], tok, tmp_path / "out", durable=False)
     gw = app.state.gateway
     call = '<tool_call>\n{"name": "lookup", "arguments": {"q": "café"}}\n</tool_call><|im_end|>'
-    sid = "deep"
+    sid = "deep" if named else None
 
     async def main():
         async with app.router.lifespan_context(app):
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw", timeout=60) as http:
+                opened = []
+
                 async def send(msgs, raw=None):
-                    r = await http.post("/v1/chat/completions", content=raw or body(msgs), headers={"X-Session-Id": sid})
+                    r = await http.post("/v1/chat/completions", content=raw or body(msgs),
+                                        headers={"X-Session-Id": sid} if named else {})
                     assert r.status_code == 200, r.text
+                    opened.append(r.headers["x-session-id"])
                     return r.json()["choices"][0]["message"], int(r.headers["x-chatdata-branch"])
 
                 chat = [{"role": "system", "content": "Tu es utile."},
@@ -64,7 +69,7 @@ def test_a_history_rewritten_deep_inside_still_forks_where_it_did(backend, tok, 
                     msg, branch = await send(chat + new)
                     assert branch == 0
                     chat = chat + new + [msg]
-                s = gw.table.sessions[sid]
+                s = gw.table.sessions[opened[0]]
                 assert len(chat) == 9 and chat[2]["tool_calls"] and chat[3]["role"] == "tool"
                 # the fast path was taken: the session's last body was read after the bytes of the one before,
                 # and the branch holds the very message dicts of that body
@@ -74,7 +79,8 @@ def test_a_history_rewritten_deep_inside_still_forks_where_it_did(backend, tok, 
                 ask = {"role": "user", "content": "Encore " + scripted("Fini.<|im_end|>")}
                 nfd = unicodedata.normalize("NFD", chat[3]["content"])
                 assert nfd != chat[3]["content"]
-                rewrites = {
+                rewrites = {  # the first one lies past the previous body: read after its bytes, then routed
+                    "the last answer": lambda c: c[8].update(content=c[8]["content"] + " (edited)"),
                     "content": lambda c: c[5].update(content=c[5]["content"].replace("ensuite", "après")),
                     "tool-call arguments": lambda c: c[2]["tool_calls"][0]["function"].update(
                         arguments=json.dumps({"q": "thé"}, ensure_ascii=False)),
@@ -89,13 +95,18 @@ def test_a_history_rewritten_deep_inside_still_forks_where_it_did(backend, tok, 
                     rewrite(msgs)
                     msgs.append(ask)
                     k = first_difference(msgs, chat)
-                    assert k < len(chat) - 1, name  # deep inside: not the last message
                     raw = body(msgs)
                     # how the same body routes when parsed whole (the path without the memo)
                     whole = gw.table.route(parse_chat_request(raw), sid)
-                    assert (whole.kind, whole.k) == ("fork", k), name
-                    assert parse_chat_request(raw, s.memo).raw_messages == msgs
+                    memo = gw.table.memo_for(raw, sid)
+                    assert (memo is not None) == (k >= len(s.memo.messages)), name  # bytes repeated up to the rewrite
+                    if memo is not None:
+                        assert parse_chat_request(raw, memo).raw_messages == msgs
                     _, branch = await send(msgs, raw)
+                    if whole.kind == "new":  # without a header, a rewrite before the generated turns it repeats
+                        assert not named and opened[-1] != s.id and branch == 0, name  # starts a session
+                        continue
+                    assert (whole.kind, whole.k, opened[-1]) == ("fork", k, s.id), name
                     assert branch not in branches, name  # a new branch ...
                     branches.add(branch)
                     rec = read_journal(s.journal.path)[1][-1]
@@ -103,11 +114,15 @@ def test_a_history_rewritten_deep_inside_still_forks_where_it_did(backend, tok, 
 
                 # the same messages with other JSON escapes: other bytes, the same values: branch 0 goes on
                 msg, branch = await send(chat + [ask], body(chat + [ask], ensure_ascii=True))
-                assert branch == 0
+                assert branch == 0 and opened[-1] == s.id
                 chat = chat + [ask, msg]
                 more = {"role": "user", "content": "Dernier " + scripted("Oui.<|im_end|>")}
                 _, branch = await send(chat + [more])
-                assert branch == 0 and gw.table.sessions[sid].memo.messages[-1] == more
+                assert branch == 0 and opened[-1] == s.id and s.memo.messages[-1] == more
+                assert len(branches) == (8 if named else 7)  # without a header, one rewrite opened a session
+                for opened_id in set(opened):
+                    assert (await http.post(f"/v1/sessions/{opened_id}/close")).status_code == 200
+                assert gw.table._memos == {} and s.memo is None  # a stored session leaves no body behind
     asyncio.run(main())
 
 

@@ -109,6 +109,8 @@ def _byte_len(text: str, end: int, ascii_only: bool) -> int:
 
 
 def _parse_whole(raw: bytes) -> tuple[dict, BodyMemo | None]:
+    if not isinstance(raw, bytes):
+        return json.loads(raw), None
     try:
         text = raw.decode("utf-8")
         pos = _ws(text, 0)
@@ -159,7 +161,7 @@ def parse_body(raw: bytes, memo: BodyMemo | None) -> tuple[object, int, BodyMemo
     """``(json.loads(raw), messages taken from memo, memo for the next body)``; the parsed
     value is anything JSON (the caller checks it is an object). Raises what ``json.loads``
     raises for a body that is not JSON."""
-    if memo is not None and raw.startswith(memo.prefix):
+    if memo is not None and isinstance(raw, bytes) and raw.startswith(memo.prefix):
         try:
             body, new = _parse_after(raw, memo)
             return body, len(memo.messages), new

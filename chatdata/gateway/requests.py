@@ -3,8 +3,10 @@
 :func:`parse_chat_request` takes the raw body and returns a :class:`ChatRequest`, or raises a
 :class:`~chatdata.gateway.errors.GatewayError` (400) naming the field to fix. Messages are
 checked one by one (:func:`normalize_message`) only where the session has not seen them: a
-message equal to one already stored is not parsed again, so a request costs O(its new
-messages), not O(the whole chat).
+message equal to one already stored is not normalised again, and the messages a body repeats
+byte for byte from the session's previous body are neither parsed nor checked again
+(:mod:`chatdata.gateway.body_prefix`), so a request costs O(its new messages) plus one
+``memcmp`` of the repeated bytes, not a parse of the whole chat.
 
 Normalising follows what inference servers do before rendering: text content parts are
 joined into one string, a ``developer`` message is a ``system`` one, tool-call ``arguments``

@@ -17,6 +17,10 @@ an unknown chat costs a few dictionary look-ups); otherwise it starts a new sess
 
 A message the session already holds is compared as sent (dict equality), then, if that
 differs, by what the template renders from it (:func:`~chatdata.gateway.requests.message_key`).
+The messages a body repeats byte for byte from the session's previous body are that body's own
+dicts (:mod:`chatdata.gateway.body_prefix`, found by :meth:`SessionTable.memo_for`), and a
+branch keeps the equal dicts it is sent, so the repeated messages compare by identity: routing
+costs O(new messages) plus a pointer check per old one.
 
 Example:
     >>> from chatdata.data import load_sample_tokenizer
@@ -171,6 +175,8 @@ class SessionTable:
         """The previous body (:mod:`chatdata.gateway.body_prefix`) whose messages ``raw``
         repeats byte for byte: the named session's, else the longest one among open sessions
         whose bodies start with the same bytes. Any choice parses exactly; this one parses least."""
+        if not isinstance(raw, bytes):
+            return None
         named = self.sessions.get(session_id) if session_id is not None else None
         if named is not None and named.memo is not None and raw.startswith(named.memo.prefix):
             return named.memo

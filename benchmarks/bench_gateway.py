@@ -134,8 +134,10 @@ def overhead(tok, turn_counts, n_words, repeat):
     sides = ("ours", "ours+fsync", "no header", "floor", "re-render", "json.loads", "our parse", "ids list")
     times = {(side, t): [] for side in sides for t in marks}
 
-    async def one_session(gw, sid, record):
-        msgs = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": users[0]}]
+    async def one_session(gw, sid, record, label):
+        # one system prompt per session: without X-Session-Id, identical chats would join one another's sessions
+        msgs = [{"role": "system", "content": f"You are a helpful assistant ({label})."},
+                {"role": "user", "content": users[0]}]
         for t in range(1, max(marks) + 1):
             body = json.dumps({"model": "m", "messages": msgs, "max_tokens": 256}).encode()
             memo = gw.table.memo_for(body, sid)
@@ -177,9 +179,9 @@ def overhead(tok, turn_counts, n_words, repeat):
             for durable, side, named in ((False, "ours", True), (False, "no header", False), (True, "ours+fsync", True)):
                 gw = make_gateway(tok, tmp / side, durable, responses)
                 await gw.startup()
-                await one_session(gw, "warm" if named else None, None)
+                await one_session(gw, "warm" if named else None, None, "warm")
                 for r in range(repeat):
-                    await one_session(gw, f"s{r}" if named else None, side)
+                    await one_session(gw, f"s{r}" if named else None, side, f"s{r}")
                 await gw.shutdown()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

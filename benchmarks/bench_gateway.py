@@ -10,13 +10,22 @@ All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is a
 
 1. **Overhead per request**, in-process, the backend answering at once (no HTTP), at 10, 50 and
    100 turns, median of ``--repeat`` sessions, one run with the sides alternated:
-   - **ours**: ``Gateway.chat(body)``: parse the JSON body, route to the session (the messages it
-     holds compared as dicts), render and encode only the new messages, keep the answer, parse
-     it, write the session log (no fsync; a second row with fsync), build the answer;
+   - **ours**: ``Gateway.chat(body, session_id)``: parse the JSON body (the bytes the session's
+     previous body repeats are compared, not parsed: ``gateway/body_prefix.py``), route to the
+     session (the repeated messages compared by identity), render and encode only the new
+     messages, list every prompt id for the backend, keep the answer, parse it, write the session
+     log (no fsync; a second column with fsync), build the answer;
    - **floor**: the encode of the request's new text alone (Rust backend ``encode``);
    - **re-render**: what a gateway that re-tokenizes does: ``json.loads(body)``, then
      ``tokenizer.apply_chat_template(messages, add_generation_prompt=True)``, then parse the answer.
-   Target: ours <= 1.2x the floor, flat in the number of turns.
+   Target: ours <= 1.2x the floor, flat in the number of turns. A second table splits it, timed
+   again on the same body: **our parse** (``parse_chat_request`` with the session's memo),
+   **json.loads** of the whole body (what parsing costs without the memo), **ids list** (the
+   Python list of every prompt id a token-in backend is sent: O(all ids), inherent to a
+   backend that keeps no session), **ours-ids**, and **no header**: the same chats sent without
+   ``X-Session-Id`` (routed by the index of generated turns, the previous body found by its
+   first bytes); **whole parse**: the named chats with every body parsed whole (the memo off,
+   as the gateway was before it).
 2. **Throughput**: ``chatdata serve`` as a process, an instant echo backend as another, 64
    sessions at once driven by an async httpx client over HTTP (all three on the machine's 2
    cores), ``--rounds`` turns each; requests/s and latency, against the same load sent straight
@@ -114,6 +123,7 @@ def make_gateway(tok, out, durable, responses):
 
 
 def overhead(tok, turn_counts, n_words, repeat):
+    from chatdata.gateway.requests import parse_chat_request
     from chatdata.templates.parsers import parse_response, parser_for_template
 
     rng = random.Random(0)
@@ -123,26 +133,40 @@ def overhead(tok, turn_counts, n_words, repeat):
     parser = parser_for_template(tok.chat_template)
     fast_encode = tok.backend_tokenizer.encode
     marks = sorted(set(turn_counts))
-    times = {(side, t): [] for side in ("ours", "ours+fsync", "floor", "re-render") for t in marks}
+    sides = ("ours", "ours+fsync", "no header", "whole parse", "floor", "re-render", "json.loads", "our parse", "ids list")
+    times = {(side, t): [] for side in sides for t in marks}
 
-    async def one_session(gw, sid, record):
-        msgs = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": users[0]}]
+    async def one_session(gw, sid, record, label):
+        # one system prompt per session: without X-Session-Id, identical chats would join one another's sessions
+        msgs = [{"role": "system", "content": f"You are a helpful assistant ({label})."},
+                {"role": "user", "content": users[0]}]
         for t in range(1, max(marks) + 1):
             body = json.dumps({"model": "m", "messages": msgs, "max_tokens": 256}).encode()
+            memo = gw.table.memo_for(body, sid)
             if record is not None:
                 gc.collect()  # the peers' garbage is not ours to collect in the timed call
             t0 = time.perf_counter()
-            pieces, _, _ = await gw.chat(body, sid)
+            pieces, headers, _ = await gw.chat(body, sid)
             dt = time.perf_counter() - t0
             mark = next((m for m in marks if m - 4 <= t <= m), None)  # the 5 turns up to each mark
             if mark is not None and record is not None:
                 t_req, t = t, mark
                 times[(record, t)].append(dt)
-                if record == "ours":  # the peers, on the same request, right after
+                if record == "ours":  # the peers and the parts, on the same request, right after
                     new_text = ("\n<|im_start|>user\n" + msgs[-1]["content"] + "<|im_end|>\n<|im_start|>assistant\n")
                     t0 = time.perf_counter()
                     fast_encode(new_text, add_special_tokens=False)
                     times[("floor", t)].append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    json.loads(body)
+                    times[("json.loads", t)].append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    parse_chat_request(body, memo)
+                    times[("our parse", t)].append(time.perf_counter() - t0)
+                    conv = gw.table.sessions[headers["X-Session-Id"]].branches[int(headers["X-Chatdata-Branch"])].conv
+                    t0 = time.perf_counter()
+                    conv.prompt_ids()[:-len(responses[t_req - 1])].numpy().tolist()  # the prompt this request sent
+                    times[("ids list", t)].append(time.perf_counter() - t0)
                     t0 = time.perf_counter()
                     req = json.loads(body)
                     tok.apply_chat_template(req["messages"], add_generation_prompt=True, tokenize=True)
@@ -154,24 +178,35 @@ def overhead(tok, turn_counts, n_words, repeat):
     async def run():
         tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
         try:
-            for durable, side in ((False, "ours"), (True, "ours+fsync")):
+            for durable, side, named in ((False, "ours", True), (False, "no header", False), (False, "whole parse", True),
+                                         (True, "ours+fsync", True)):
                 gw = make_gateway(tok, tmp / side, durable, responses)
+                if side == "whole parse":  # every body parsed whole: the gateway without body_prefix's memo
+                    gw.table.memo_for = lambda raw, sid: None
                 await gw.startup()
-                await one_session(gw, "warm", None)
+                await one_session(gw, "warm" if named else None, None, "warm")
                 for r in range(repeat):
-                    await one_session(gw, f"s{r}", side)
+                    await one_session(gw, f"s{r}" if named else None, side, f"s{r}")
                 await gw.shutdown()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     asyncio.run(run())
+    m = {(side, t): statistics.median(times[(side, t)]) * 1e3 for side in sides for t in marks}
     print(f"\n1. overhead per request, backend answering at once ({n_words}-word turns; median over the 5 turns "
           f"up to each mark in {repeat} sessions)")
     print(f"{'turns':>6} {'ours ms':>9} {'+fsync ms':>10} {'floor ms':>9} {'re-render ms':>13} {'ours/floor':>11} "
           f"{'re-render/ours':>15}")
     for t in marks:
-        m = {side: statistics.median(times[(side, t)]) * 1e3 for side in ("ours", "ours+fsync", "floor", "re-render")}
-        print(f"{t:>6} {m['ours']:>9.3f} {m['ours+fsync']:>10.3f} {m['floor']:>9.3f} {m['re-render']:>13.3f} "
-              f"{m['ours'] / m['floor']:>10.1f}x {m['re-render'] / m['ours']:>14.1f}x")
+        print(f"{t:>6} {m['ours', t]:>9.3f} {m['ours+fsync', t]:>10.3f} {m['floor', t]:>9.3f} {m['re-render', t]:>13.3f} "
+              f"{m['ours', t] / m['floor', t]:>10.1f}x {m['re-render', t] / m['ours', t]:>14.1f}x")
+    print("   parts of 'ours' timed again on the same body; 'no header': the same chats without X-Session-Id")
+    print(f"{'turns':>6} {'our parse':>10} {'json.loads':>11} {'ids list':>9} {'ours-ids':>9} {'no header':>10} "
+          f"{'whole parse':>12} {'(ours-ids)/floor':>17} {'no header/floor':>16} {'whole parse/floor':>18}")
+    for t in marks:
+        rest = m['ours', t] - m['ids list', t]
+        print(f"{t:>6} {m['our parse', t]:>10.3f} {m['json.loads', t]:>11.3f} {m['ids list', t]:>9.3f} {rest:>9.3f} "
+              f"{m['no header', t]:>10.3f} {m['whole parse', t]:>12.3f} {rest / m['floor', t]:>16.1f}x "
+              f"{m['no header', t] / m['floor', t]:>15.1f}x {m['whole parse', t] / m['floor', t]:>17.1f}x")
 
 
 # -- 2. throughput ------------------------------------------------------------------------------------------

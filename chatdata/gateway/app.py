@@ -157,8 +157,8 @@ class Gateway:
 
     async def chat(self, raw: bytes, session_header: str | None) -> tuple[dict, dict, Any]:
         """Serve one chat request: returns (response body pieces, headers, request)."""
-        req = parse_chat_request(raw)
         sid = _session_header(session_header)
+        req = parse_chat_request(raw, self.table.memo_for(raw, sid))
         plan = self.table.prepare(self.table.route(req, sid), req)
         counted = plan.session
         if counted is not None:
@@ -189,6 +189,7 @@ class Gateway:
                 raise
             sent = openai_message(msg)
             self.table.publish(plan, number, msg, sent)
+            self.table.keep_memo(s, req.memo)
         finally:
             if not generated:
                 self.table.abort(plan)  # nothing was sampled or kept: the branch is as it was

@@ -3,8 +3,10 @@
 :func:`parse_chat_request` takes the raw body and returns a :class:`ChatRequest`, or raises a
 :class:`~chatdata.gateway.errors.GatewayError` (400) naming the field to fix. Messages are
 checked one by one (:func:`normalize_message`) only where the session has not seen them: a
-message equal to one already stored is not parsed again, so a request costs O(its new
-messages), not O(the whole chat).
+message equal to one already stored is not normalised again, and the messages a body repeats
+byte for byte from the session's previous body are neither parsed nor checked again
+(:mod:`chatdata.gateway.body_prefix`), so a request costs O(its new messages) plus one
+``memcmp`` of the repeated bytes, not a parse of the whole chat.
 
 Normalising follows what inference servers do before rendering: text content parts are
 joined into one string, a ``developer`` message is a ``system`` one, tool-call ``arguments``
@@ -23,6 +25,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .body_prefix import BodyMemo, parse_body
 from .errors import GatewayError
 
 __all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key"]
@@ -49,6 +52,8 @@ class ChatRequest:
     include_usage: bool = False
     logprobs: bool = False
     template_kwargs: dict = field(default_factory=dict)
+    known: int = 0  # leading messages taken from the session's previous body (checked then)
+    memo: BodyMemo | None = None  # what the session's next body may repeat
 
     @property
     def engine_key(self) -> str:
@@ -128,8 +133,10 @@ def _stop(body: dict) -> list[str]:
     raise _bad(f"'stop' must be a string or a list of non-empty strings, got {v!r}", "stop")
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    """Check a request body (JSON bytes) and return a :class:`ChatRequest`.
+def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
+    """Check a request body (JSON bytes) and return a :class:`ChatRequest`. ``memo``: the
+    session's previous body (:mod:`chatdata.gateway.body_prefix`); the messages this body
+    repeats byte for byte are not parsed or checked again.
 
     Example:
         >>> parse_chat_request(b'{"messages": []}')
@@ -138,7 +145,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         chatdata.gateway.errors.GatewayError: 'messages' must be a non-empty list of message objects
     """
     try:
-        body = json.loads(raw)
+        body, known, memo = parse_body(raw, memo)
     except (ValueError, UnicodeDecodeError) as err:
         raise _bad(f"the request body is not valid JSON: {err}", None) from None
     if not isinstance(body, dict):
@@ -146,7 +153,8 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise _bad("'messages' must be a non-empty list of message objects", "messages")
-    for i, m in enumerate(msgs):
+    for i in range(known, len(msgs)):
+        m = msgs[i]
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise _bad(f"messages[{i}] must be an object with a string 'role', got {m!r:.200}", f"messages[{i}]")
     n = _integer(body, "n", 1)
@@ -174,7 +182,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
         stream=_flag(body, "stream"), include_usage=bool(opts and opts.get("include_usage")),
-        logprobs=_flag(body, "logprobs"), template_kwargs=dict(kwargs or {}),
+        logprobs=_flag(body, "logprobs"), template_kwargs=dict(kwargs or {}), known=known, memo=memo,
     )
 
 

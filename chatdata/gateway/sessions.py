@@ -17,6 +17,10 @@ an unknown chat costs a few dictionary look-ups); otherwise it starts a new sess
 
 A message the session already holds is compared as sent (dict equality), then, if that
 differs, by what the template renders from it (:func:`~chatdata.gateway.requests.message_key`).
+The messages a body repeats byte for byte from the session's previous body are that body's own
+dicts (:mod:`chatdata.gateway.body_prefix`, found by :meth:`SessionTable.memo_for`), and a
+branch keeps the equal dicts it is sent, so the repeated messages compare by identity: routing
+costs O(new messages) plus a pointer check per old one.
 
 Example:
     >>> from chatdata.data import load_sample_tokenizer
@@ -39,11 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from ..rollout import Conversation
+from .body_prefix import BodyMemo
 from .errors import GatewayError
 from .journal import Journal
 from .requests import ChatRequest, message_key, normalize_message
 
 __all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message"]
+
+_MEMO_KEY = 256  # a body's first bytes: the previous bodies it may repeat are looked up by them
+_MEMO_TRIES = 64  # previous bodies compared at most per request (the most recent first)
 
 
 def openai_message(msg: dict) -> dict:
@@ -85,12 +93,18 @@ class Branch:
         self.busy = False
 
     def match(self, raw: list) -> int:
-        """How many leading messages of ``raw`` this branch holds."""
+        """How many leading messages of ``raw`` this branch holds. A message equal to the one
+        held replaces it (the same value), so that the next request, which repeats the same
+        parsed dicts (:mod:`chatdata.gateway.body_prefix`), is compared by identity."""
         seen, keys = self.seen, self.keys
         n = min(len(raw), len(seen))
         for i in range(n):
             m = raw[i]
-            if m == seen[i]:
+            held = seen[i]
+            if m is held:
+                continue
+            if m == held:
+                seen[i] = m
                 continue
             try:
                 if message_key(normalize_message(m, i)) == keys[i]:
@@ -105,10 +119,11 @@ class Session:
     """An open session: its branches (``None`` where a number is taken by a request still being
     logged), its log, and how many requests are in flight."""
 
-    __slots__ = ("id", "branches", "journal", "last_used", "inflight", "closed")
+    __slots__ = ("id", "branches", "journal", "last_used", "inflight", "closed", "memo")
 
     def __init__(self, session_id: str, journal: Journal | None) -> None:
         self.id = session_id
+        self.memo: BodyMemo | None = None  # what the session's next body may repeat (see SessionTable.memo_for)
         self.branches: list[Branch | None] = []
         self.journal = journal
         self.last_used = time.monotonic()
@@ -153,6 +168,46 @@ class SessionTable:
         self.template_kwargs = dict(template_kwargs or {})
         self.sessions: dict[str, Session] = {}
         self._turns: dict[tuple, list[tuple[Session, Branch]]] = {}
+        self._memos: dict[bytes, list[Session]] = {}  # first bytes of a memo -> sessions holding one
+
+    # -- the bodies requests repeat ---------------------------------------------------------------
+    def memo_for(self, raw: bytes, session_id: str | None) -> BodyMemo | None:
+        """The previous body (:mod:`chatdata.gateway.body_prefix`) whose messages ``raw``
+        repeats byte for byte: the named session's, else the longest one among open sessions
+        whose bodies start with the same bytes. Any choice parses exactly; this one parses least."""
+        if not isinstance(raw, bytes):
+            return None
+        named = self.sessions.get(session_id) if session_id is not None else None
+        if named is not None and named.memo is not None and raw.startswith(named.memo.prefix):
+            return named.memo
+        best = None
+        for s in reversed(self._memos.get(raw[:_MEMO_KEY], ())[-_MEMO_TRIES:]):
+            m = s.memo
+            if (best is None or len(m.prefix) > len(best.prefix)) and raw.startswith(m.prefix):
+                best = m
+        return best
+
+    def keep_memo(self, s: Session, memo: BodyMemo | None) -> None:
+        """Remember the body a completed request of ``s`` sent, for the session's next one."""
+        old, s.memo = s.memo, None
+        if old is not None and len(old.prefix) >= _MEMO_KEY:
+            if memo is not None and memo.prefix[:_MEMO_KEY] == old.prefix[:_MEMO_KEY] and not s.closed:
+                s.memo = memo  # the same first bytes: the index entry stays
+                return
+            self._forget_memo(s, old)
+        if s.closed:
+            return
+        s.memo = memo
+        if memo is not None and len(memo.prefix) >= _MEMO_KEY:
+            self._memos.setdefault(memo.prefix[:_MEMO_KEY], []).append(s)
+
+    def _forget_memo(self, s: Session, memo: BodyMemo) -> None:
+        key = memo.prefix[:_MEMO_KEY]
+        entries = self._memos.get(key)
+        if entries:
+            entries[:] = [e for e in entries if e is not s]
+            if not entries:
+                del self._memos[key]
 
     # -- routing --------------------------------------------------------------------------------
     def route(self, req: ChatRequest, session_id: str | None) -> Plan:
@@ -224,8 +279,9 @@ class SessionTable:
         except ValueError as err:  # the template refuses the conversation
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
         plan.conv = conv
-        plan.full = conv.prompt_ids().tolist()
-        plan.prompt = plan.full[plan.base:]
+        ids = conv.prompt_ids()
+        plan.full = ids.numpy().tolist()  # every id, for the backend (numpy makes the ints faster than torch)
+        plan.prompt = ids[plan.base:].tolist()
         return plan
 
     def _conversation(self, messages: list, engine: dict) -> Conversation:
@@ -342,6 +398,10 @@ class SessionTable:
         s.closed = True
         if self.sessions.get(s.id) is s:
             del self.sessions[s.id]
+        if s.memo is not None:
+            if len(s.memo.prefix) >= _MEMO_KEY:
+                self._forget_memo(s, s.memo)
+            s.memo = None
         for b in s.branches:
             if b is None:
                 continue

@@ -2,13 +2,14 @@
 """Two source trees of chatdata, side by side: the same benchmarks run alternately on each.
 
 For a change that should not change speed (a refactor), compare the tree before it with the tree
-after it. Each side runs its own copy of ``benchmarks/<script>`` with ``PYTHONPATH`` set to its
-tree, in the same venv; by default both sides run the *after* tree's script (``--own-scripts``
-runs each tree's own copy), so a change to a benchmark never reads as a change of speed. Rounds
-alternate the order (before, after, then after, before), and the
-table gives each row's median over the rounds and the after/before ratio of every round. Ratios
-measured in one run survive a busy machine better than absolute times; a row whose rounds
-disagree (0.8 and 1.3) is noise, not a change.
+after it. Each side runs a benchmark script with ``PYTHONPATH`` set to its tree, in the same venv.
+By default both sides run the *after* tree's ``benchmarks/`` copy, so a change to a benchmark
+never reads as a change of speed; ``--own-scripts`` runs each tree's own copy (needed when a
+script imports modules the before tree lacks, as ``bench_persist`` does across the td/ split).
+Rounds alternate the order (before, after, then after, before), and the table gives each row's
+median over the rounds and the after/before ratio of every round. Ratios measured in one run
+survive a busy machine better than absolute times; a row whose rounds disagree (0.8 and 1.3) is
+noise, not a change.
 
 Usage, from the repository root (one command; about 2 minutes per round with ``--quick``)::
 
@@ -76,16 +77,16 @@ def parse_rows(text: str) -> dict[str, float]:
 def script_for(tree: Path, name: str, scripts_from: Path | None, scratch: Path) -> Path:
     """``benchmarks/<name>`` to run against ``tree``: its own, or ``scripts_from``'s copy.
 
-    The scripts put their parent's parent first on ``sys.path``, so a borrowed script is copied into
-    a scratch tree whose ``chatdata`` is a link to ``tree``'s package.
+    The scripts put their parent's parent first on ``sys.path``, so the borrowed ``benchmarks/``
+    folder is copied into a scratch tree whose ``chatdata`` is a link to ``tree``'s package.
     """
     if scripts_from is None or scripts_from == tree:
         return tree / "benchmarks" / name
     side = scratch / tree.name
-    (side / "benchmarks").mkdir(parents=True, exist_ok=True)
-    if not (side / "chatdata").exists():
+    if not side.exists():  # the whole benchmarks/ folder: the scripts import its helper modules
+        shutil.copytree(scripts_from / "benchmarks", side / "benchmarks",
+                        ignore=shutil.ignore_patterns("__pycache__"))
         (side / "chatdata").symlink_to(tree / "chatdata", target_is_directory=True)
-    shutil.copy2(scripts_from / "benchmarks" / name, side / "benchmarks" / name)
     return side / "benchmarks" / name
 
 

@@ -5,6 +5,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 _STATE = {}
 
 
@@ -50,3 +52,31 @@ def pytest_sessionfinish(session, exitstatus):
         print("\nthe tests left these in the temporary folder:\n  " + "\n  ".join(leaks[:20]))
         session.exitstatus = 1
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One real local Ray cluster of 2 CPUs for every Ray test of the session (tests/io and
+    tests/hygiene): starting one costs seconds, so it starts once. It is started by
+    ``chatdata.ray.jobs.connect(None, num_cpus=2)``, the command's own way, so its workers import this
+    checkout; the workers keep the environment they start with (no usage stats, no tokenizer
+    threads in forked workers), and this process gets its own back at once."""
+    import ray
+
+    from chatdata.ray.jobs import connect
+
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED", "TOKENIZERS_PARALLELISM")}
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        assert connect(None, num_cpus=2), "Ray was already running in the test process"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

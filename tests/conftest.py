@@ -1,6 +1,8 @@
 """Suite-wide: the tests run with their own temporary folder, and the run fails if anything of
 chatdata's is left in it (``chatdata-*`` folders from ``memmap()`` without a prefix, the demo, the
-examples, or ``.NAME.tmp-*`` save folders). pytest's own ``tmp_path`` folders are kept as usual."""
+examples, or ``.NAME.tmp-*`` save folders). pytest's own ``tmp_path`` folders are kept as usual.
+Also: the session's one Ray cluster (``ray_cluster``), and how ``pytest -n 2 --dist loadfile`` (CI)
+hands out the test files (the long ones first, one torch thread per worker)."""
 import os
 import shutil
 import tempfile
@@ -12,11 +14,40 @@ _STATE = {}
 
 def pytest_configure(config):
     if hasattr(config, "workerinput"):  # pragma: no cover - xdist workers share the controller's folder
+        # one torch thread per worker: with `-n 2` on 2 cores, torch's default (a thread per core) in
+        # each worker puts 4 OpenMP threads on 2 cores, and their spinning wastes the CPU
+        import torch
+
+        torch.set_num_threads(1)
         return
     root = tempfile.mkdtemp(prefix="chatdata-tests-")
     _STATE["root"], _STATE["old"] = root, (os.environ.get("TMPDIR"), tempfile.tempdir)
     os.environ["TMPDIR"] = root  # subprocesses (CLI tests, examples) inherit it
     tempfile.tempdir = root
+
+
+# Files whose few tests take long (a venv to build, a matrix of every template, servers, scripts run
+# as processes). Under `pytest -n 2 --dist loadfile` (CI) xdist hands out whole files, most tests
+# first, so these would come last and leave one worker alone at the end; they start first instead.
+LONG_FILES = ("tests/matrix/test_matrix.py", "tests/cli/test_readme.py", "tests/gateway/test_gateway_e2e.py",
+              "tests/io/test_io_ray.py", "tests/test_examples.py", "tests/train/test_example_train_sft.py",
+              "tests/test_notebook.py", "tests/view/test_html_in_chromium.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent without it (or with -p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            for scope in reversed(LONG_FILES):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return LongFilesFirst(config, log)
 
 
 def _is_ours(name):

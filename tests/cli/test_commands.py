@@ -32,13 +32,13 @@ def _png_size(data: bytes):
 
 
 def test_help_everywhere():
-    res = run_cli("--help")
+    res = run_cli("--help", process=True)  # `python -m chatdata` as typed; the rest run main() in-process
     assert res.returncode == 0 and "chatdata demo" in res.stdout
     for cmd in SUBCOMMANDS:
         res = run_cli(cmd, "--help")
         assert res.returncode == 0, cmd
         assert "examples:" in res.stdout and f"chatdata {cmd}" in res.stdout, cmd
-    res = run_cli()
+    res = run_cli(process=True)
     assert res.returncode == 2 and "COMMAND" in res.stdout
 
 
@@ -110,6 +110,9 @@ def test_show_markers_and_color(sample_ds):
     assert res.returncode == 0 and "\x1b[1;32m" in res.stdout
 
 
+PROCESS_CASES = {("frobnicate",), ("info", "{tmp}/missing")}
+
+
 @pytest.mark.parametrize("args, message", [
     (("show", "{ds}", "5000"), "out of range"),
     (("show", "{ds}", "0", "--template", "nope"), "unknown template"),
@@ -131,7 +134,9 @@ def test_errors_are_one_clear_line(tmp_path, sample_ds, args, message):
 
     TensorDict({"x": TensorDictLike}, [3]).memmap(tmp_path / "tokens_ds")
     argv = [a.format(ds=sample_ds, tmp=tmp_path) for a in args]
-    res = run_cli(*argv)
+    # a usage error and a failed command also as real processes: stderr is the one line even with
+    # whatever importing torch and transformers or exiting could print (the rest run main() in-process)
+    res = run_cli(*argv, process=args in PROCESS_CASES)
     assert res.returncode != 0
     assert message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr

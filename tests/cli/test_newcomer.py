@@ -135,7 +135,7 @@ print(kept[0].content, float(t["b"].sum()))
 
 
 def test_demo_without_out_leaves_nothing(tmp_path):
-    res = run_cli("demo", env={"TMPDIR": str(tmp_path)})
+    res = run_cli("demo", env={"TMPDIR": str(tmp_path)}, process=True)  # what is left at exit
     assert res.returncode == 0, res.stderr
     assert "temporary folder" in res.stdout and "--out" in res.stdout
     assert list(tmp_path.iterdir()) == []

@@ -1,32 +1,12 @@
 """chatdata.ray.hygiene on a real local Ray cluster (ray.init(num_cpus=2)): the same kept set,
-flagged rows and problems as the local functions on the same rows, over several blocks."""
-import os
+flagged rows and problems as the local functions on the same rows, over several blocks. The
+cluster is the session's (``ray_cluster`` in tests/conftest.py)."""
 import numpy as np
 import pytest
 
 from chatdata import History, hygiene
 from chatdata.data import load_sample_chats, sample_tools
 from hygiene_data import planted
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A real local cluster of 2 CPUs whose workers import this checkout (chatdata.ray.jobs.connect)."""
-    import ray
-
-    from chatdata.ray.jobs import connect
-
-    saved = os.environ.get("PYTHONPATH")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    assert connect(None, num_cpus=2)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
-
 
 @pytest.fixture(scope="module")
 def data():

@@ -1,5 +1,5 @@
-"""chatdata.ray on a real local Ray cluster (ray.init(num_cpus=2)); one cluster for the module."""
-import os
+"""chatdata.ray on a real local Ray cluster (ray.init(num_cpus=2)); the session's one (``ray_cluster`` in
+tests/conftest.py)."""
 from pathlib import Path
 
 import pytest
@@ -12,28 +12,6 @@ from chatdata.data import load_sample_chats
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DATA = ROOT / "tests" / "data" / "tokenizers" / "qwen2.5-instruct"
 CHATS = load_sample_chats()[:120]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_USAGE_STATS_ENABLED", "TOKENIZERS_PARALLELISM")}
-    # workers import this checkout of chatdata; nothing reaches the network
-    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + (saved["PYTHONPATH"] or "")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,13 @@
 """Helpers of the train/ tests, importable under a unique name: run the CLI as a user would."""
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_cli(*args, env=None, timeout=300):
-    """``python -m chatdata ARGS`` with the repository on PYTHONPATH; returns the CompletedProcess."""
-    e = dict(os.environ)
-    e.pop("CHATDATA_DEBUG", None)
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "chatdata", *map(str, args)], capture_output=True, text=True,
-                          env=e, timeout=timeout)
+sys.path.append(str(ROOT / "tests" / "cli"))
+# the CLI tests' runner: ``chatdata.cli.main`` in this process (``process=True``: a new process)
+from cli_helpers import run_cli  # noqa: E402,F401
 
 
 def tiny_qwen2(vocab_size: int, seed: int = 0):

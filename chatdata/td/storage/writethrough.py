@@ -139,19 +139,18 @@ def write_value(link: ValueLink, value) -> bool:
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)  # released by close (or by the kernel if we die)
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != link.ident or st.st_nlink == 0:
+        if _taken_over(fd, link):
             return _detached(link)  # another save took the path: its folder is not ours to edit
         try:
             return _replace_value(fd, link, value, where)
         except OSError as err:
             if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # read-only: memory only, as its tensors
                 return _read_only(link, err)
-            if isinstance(err, FileNotFoundError) and os.fstat(fd).st_nlink == 0:
-                return _detached(link)
+            if isinstance(err, FileNotFoundError) and _taken_over(fd, link):
+                return _detached(link)  # swapped out and being deleted while we wrote
             raise
         except FormatError:
-            if os.fstat(fd).st_nlink == 0:  # a concurrent save swapped the folder out and deleted it
+            if _taken_over(fd, link):  # a concurrent save swapped the folder out and deleted its meta.json
                 return _detached(link)
             raise
     finally:
@@ -236,6 +235,20 @@ def _read_meta(fd: int, where: Path) -> dict:
     finally:
         os.close(mfd)
     return parse_meta(b"".join(chunks), where), stat.S_IMODE(st.st_mode)
+
+
+def _taken_over(fd: int, link: ValueLink) -> bool:
+    """True when the folder open as ``fd`` is no longer the one at ``link.folder``: deleted, or
+    moved aside by another save (which deletes it next, files first, so a write into it may find
+    its own temporary file gone before the folder itself is)."""
+    st = os.fstat(fd)
+    if st.st_nlink == 0 or (st.st_dev, st.st_ino) != link.ident:
+        return True
+    try:
+        now = os.stat(link.folder)
+    except OSError:
+        return True
+    return (now.st_dev, now.st_ino) != link.ident
 
 
 def _remove_leftovers(fd: int) -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import GatewayError
+from .prompt_ids import PromptIds
 
 __all__ = ["Generation", "Sampling", "VLLMBackend", "SGLangBackend", "make_backend"]
 
@@ -101,12 +102,22 @@ class _HTTPBackend:
             await self._client.aclose()
             self._client = None
 
-    async def _post(self, payload: dict) -> dict:
+    prompt_field = ""
+
+    def body(self, prompt: PromptIds, s: Sampling) -> bytes:
+        """The request body: the prompt's kept JSON text spliced in front of the other fields
+        (no Python int per prompt id is built; see :mod:`chatdata.gateway.prompt_ids`)."""
+        rest = json.dumps(self.payload(s), separators=(",", ":")).encode()  # never empty: max_tokens is always sent
+        return b'{"%s":%s,%s' % (self.prompt_field.encode(), prompt.json(), rest[1:])
+
+    def payload(self, s: Sampling) -> dict:  # pragma: no cover - each backend has its own
+        raise NotImplementedError
+
+    async def _post(self, body: bytes) -> dict:
         import httpx
 
         if self._client is None:
             await self.start()
-        body = json.dumps(payload)
         try:
             try:
                 resp = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
@@ -153,9 +164,16 @@ class VLLMBackend(_HTTPBackend):
     """vLLM's OpenAI-compatible completions with token-id prompts (see the module docstring)."""
 
     api = "vLLM /v1/completions"
+    prompt_field = "prompt"
 
-    def payload(self, prompt: list[int], s: Sampling) -> dict:
-        p: dict = {"prompt": prompt, "max_tokens": s.max_tokens, "logprobs": 0, "return_token_ids": True}
+    def payload(self, s: Sampling) -> dict:
+        """The fields besides the prompt.
+
+        Example:
+            >>> VLLMBackend("http://127.0.0.1:8000/v1/completions").payload(Sampling(max_tokens=8, seed=1))
+            {'max_tokens': 8, 'logprobs': 0, 'return_token_ids': True, 'seed': 1}
+        """
+        p: dict = {"max_tokens": s.max_tokens, "logprobs": 0, "return_token_ids": True}
         if self.model:
             p["model"] = self.model
         for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"):
@@ -167,8 +185,8 @@ class VLLMBackend(_HTTPBackend):
             p["stop_token_ids"] = list(s.stop_token_ids)
         return p
 
-    async def generate(self, prompt: list[int], s: Sampling) -> Generation:
-        body = await self._post(self.payload(prompt, s))
+    async def generate(self, prompt: PromptIds, s: Sampling) -> Generation:
+        body = await self._post(self.body(prompt, s))
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _garbage(self.api, f"no choices in {json.dumps(body)[:200]}")
@@ -177,7 +195,7 @@ class VLLMBackend(_HTTPBackend):
             raise _garbage(self.api, "no 'token_ids' in the choice: the backend must be vLLM >= 0.10.2 "
                                      "(it returns the sampled ids when asked with return_token_ids)")
         echoed = c.get("prompt_token_ids")
-        if echoed is not None and echoed != prompt:
+        if echoed is not None and not prompt.equals(echoed):
             raise _garbage(self.api, "the prompt_token_ids it answered with are not the prompt it was sent")
         lp = c.get("logprobs")
         lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
@@ -200,8 +218,15 @@ class SGLangBackend(_HTTPBackend):
     """SGLang's native ``/generate`` with ``input_ids`` (see the module docstring)."""
 
     api = "SGLang /generate"
+    prompt_field = "input_ids"
 
-    def payload(self, prompt: list[int], s: Sampling) -> dict:
+    def payload(self, s: Sampling) -> dict:
+        """The fields besides the prompt.
+
+        Example:
+            >>> SGLangBackend("http://127.0.0.1:30000/generate").payload(Sampling(max_tokens=8))
+            {'sampling_params': {'max_new_tokens': 8}, 'return_logprob': True, 'stream': False}
+        """
         sp: dict = {"max_new_tokens": s.max_tokens}
         for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
             if getattr(s, key) is not None:
@@ -212,10 +237,10 @@ class SGLangBackend(_HTTPBackend):
             sp["stop"] = list(s.stop)
         if s.stop_token_ids:
             sp["stop_token_ids"] = list(s.stop_token_ids)
-        return {"input_ids": prompt, "sampling_params": sp, "return_logprob": True, "stream": False}
+        return {"sampling_params": sp, "return_logprob": True, "stream": False}
 
-    async def generate(self, prompt: list[int], s: Sampling) -> Generation:
-        body = await self._post(self.payload(prompt, s))
+    async def generate(self, prompt: PromptIds, s: Sampling) -> Generation:
+        body = await self._post(self.body(prompt, s))
         meta = body.get("meta_info")
         if not isinstance(meta, dict):
             raise _garbage(self.api, f"no meta_info in {json.dumps(body)[:200]}")

@@ -46,6 +46,7 @@ from ..rollout import Conversation
 from .body_prefix import BodyMemo
 from .errors import GatewayError
 from .journal import Journal
+from .prompt_ids import IdsText, PromptIds
 from .requests import ChatRequest, message_key, normalize_message
 
 __all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message"]
@@ -86,11 +87,12 @@ def _attach_call_ids(msg: dict, ids: list | None = None) -> None:
 class Branch:
     """One branch of a session: its conversation and the messages as clients saw them."""
 
-    __slots__ = ("number", "conv", "seen", "keys", "busy", "engine_key")
+    __slots__ = ("number", "conv", "seen", "keys", "busy", "engine_key", "ids_text")
 
     def __init__(self, number: int, conv: Conversation, seen: list, keys: list, engine_key: str) -> None:
         self.number, self.conv, self.seen, self.keys, self.engine_key = number, conv, seen, keys, engine_key
         self.busy = False
+        self.ids_text = IdsText()  # the committed ids as JSON text, for the backend (see prompt_ids)
 
     def match(self, raw: list) -> int:
         """How many leading messages of ``raw`` this branch holds. A message equal to the one
@@ -146,7 +148,7 @@ class Plan:
     new_raw: list = field(default_factory=list)
     new_norm: list = field(default_factory=list)
     prompt: list = field(default_factory=list)  # the ids past ``base``: what the log keeps
-    full: list = field(default_factory=list)  # every id to send
+    full: PromptIds | None = None  # every id to send
     engine: dict = field(default_factory=dict)
 
 
@@ -280,7 +282,10 @@ class SessionTable:
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
         plan.conv = conv
         ids = conv.prompt_ids()
-        plan.full = ids.numpy().tolist()  # every id, for the backend (numpy makes the ints faster than torch)
+        if plan.kind == "extend":  # the branch's committed ids are serialised once, not on every turn
+            plan.full = plan.branch.ids_text.prompt(ids, plan.base)
+        else:
+            plan.full = PromptIds(ids)
         plan.prompt = ids[plan.base:].tolist()
         return plan
 

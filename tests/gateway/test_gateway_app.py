@@ -43,8 +43,12 @@ class Garbage(BaseHTTPRequestHandler):
               "/crash/v1/completions": b"internal"}
 
     def do_POST(self):  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("content-length", 0)))
+        sent = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
         body = self.BODIES.get(self.path, b"{}")
+        if self.path.startswith("/echo"):  # a proxy or another tokenizer's prompt: the last id differs
+            echoed = sent["prompt"][:-1] + [sent["prompt"][-1] + 1]
+            body = json.dumps({"choices": [{"token_ids": [1], "finish_reason": "stop", "prompt_token_ids": echoed,
+                                            "logprobs": {"token_logprobs": [-0.1]}}]}).encode()
         self.send_response(500 if self.path.startswith("/crash") else 200)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -106,6 +110,7 @@ def test_sglang_generate_backend(backend, tok, tmp_path):
 @pytest.mark.parametrize("path, words", [
     ("/notjson", "not JSON"), ("/noids", "vLLM >= 0.10.2"), ("/short", "expected 2 logprobs"),
     ("/abort/generate", "aborted the request: out of memory"), ("/crash", "HTTP 500"), (None, "cannot reach the backend"),
+    ("/echo", "are not the prompt it was sent"),
 ])
 def test_a_backend_down_or_answering_garbage_is_a_502(garbage, tok, tmp_path, path, words):
     url = "http://127.0.0.1:9" if path is None else garbage + path  # port 9 (discard): nothing listens

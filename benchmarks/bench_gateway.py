@@ -321,8 +321,6 @@ def memory(tok, n_sessions, turns, n_words, cycles):
     responses = [tok.encode(words(rng, n_words) + "<|im_end|>", add_special_tokens=False) for _ in range(8)]
     users = [words(rng, n_words) for _ in range(turns + 1)]
 
-    kept_prompt = IdsText.prompt
-
     async def run():
         tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
         gw = make_gateway(tok, tmp / "out", False, responses)

@@ -24,7 +24,11 @@ def test_example_runs_bare_and_leaves_nothing(script, tmp_path):
     cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
     tmp.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), TMPDIR=str(tmp))
+    # importing a transformers model imports torch._dynamo, which makes torch's compile cache folder
+    # ($TMPDIR/torchinductor_<user>) unless TORCHINDUCTOR_CACHE_DIR names one: torch's, not the example's.
+    # A worker that imported it already passes its own value on, so the test sets it either way.
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), TMPDIR=str(tmp),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch-cache"))
     res = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -208,6 +208,9 @@ _DICT_ATTRS = frozenset(dir(dict))
 # jinja2's own loop variable: its public read-only properties (loop.first, loop.index0, ...)
 _LOOP_PROPERTIES = frozenset({"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
                               "depth0", "previtem", "nextitem"})
+# str's public methods: str is immutable and none of them reaches outside the string; format and
+# format_map stay with the sandbox, which checks what a format string reads
+_STR_METHODS = frozenset(a for a in dir(str) if not a.startswith("_")) - {"format", "format_map"}
 
 
 class _ChatEnvironment(ImmutableSandboxedEnvironment):
@@ -217,7 +220,9 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
     other lookup (a dict attribute such as ``items`` or ``update``, any other type) goes through
     the sandbox's own checks unchanged. A ``JSONCachedDict``'s own slot is not a dict attribute,
     so ``tools[0]._json_texts`` is an item lookup, undefined like on a plain dict. ``loop.first``
-    and the other read-only properties of jinja2's loop variable are read at once too."""
+    and the other read-only properties of jinja2's loop variable, a string's public methods
+    (``content.split``; ``format`` stays with the sandbox) and a namespace's public names
+    (``ns.found``) are read at once too: the sandbox would allow each of them after its checks."""
 
     def getattr(self, obj, attribute):
         t = type(obj)
@@ -229,6 +234,13 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
                 return self.undefined(hint=f"'dict object' has no attribute {attribute!r}", obj=obj, name=attribute)
         if t is jinja2.runtime.LoopContext and attribute in _LOOP_PROPERTIES:
             return getattr(obj, attribute)  # what the sandbox returns: public properties, never unsafe
+        if t is str and attribute in _STR_METHODS:
+            return getattr(obj, attribute)  # content.split, .startswith, .strip: the sandbox allows them all
+        if t is _Namespace and type(attribute) is str and not attribute.startswith("_"):
+            try:  # ns.flag: a namespace holds plain values; a name it lacks is undefined, as in the sandbox
+                return getattr(obj, attribute)
+            except AttributeError:
+                return self.undefined(obj=obj, name=attribute)
         return super().getattr(obj, attribute)
 
 

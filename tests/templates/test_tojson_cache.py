@@ -193,3 +193,30 @@ def test_copies_and_pickles_of_cached_schemas_are_plain_data():
         other[0]["parameters"]["enum"].append(2)
         assert Renderer("{{ tools | tojson }}", tools=other).render([]) == json.dumps(other)
     assert r.render([]) == before
+
+
+STRING_AND_NAMESPACE_EXPRESSIONS = [
+    "s.split(',')", "s.split(',')[-1].lstrip(' ')", "s.startswith('a')", "s.endswith('c')", "s.strip()", "s.upper()",
+    "s.replace('a', 'b')", "s.join(['x', 'y'])", "s.encode", "s.missing", "s.missing is defined", "s.__class__",
+    "s.__len__()", "s.__mod__", "s.__class__.__mro__", "s.format(1)", "s.format_map", "'{0.__class__}'.format(s)",
+    "'{x}'.format_map({'x': 1})", "s.split.__self__", "ns.found", "ns.count", "ns.missing", "ns.missing is defined",
+    "ns._Namespace__attrs", "ns.__class__", "ns.__init__", "ns.__attrs", "ns.items", "ns.found.__class__",
+]
+
+
+@pytest.mark.parametrize("expr", STRING_AND_NAMESPACE_EXPRESSIONS)
+def test_string_methods_and_namespace_names_are_jinja2s_sandbox(expr):
+    """The shortcuts for a string's public methods (``format`` excepted) and a namespace's
+    public names give what ImmutableSandboxedEnvironment gives: values, undefined, refusals."""
+    from chatdata.templates.jinja_env import ENV
+
+    source = "{% set ns = namespace(found=false, count=2) %}{{ " + expr + " }}"
+    outcomes = []
+    for env in (ENV, ImmutableSandboxedEnvironment()):
+        try:
+            outcomes.append(("ok", env.from_string(source).render(s="a, b, c")))
+        except jinja2.exceptions.SecurityError as err:
+            outcomes.append(("security", str(err)))
+        except Exception as err:  # noqa: BLE001 - compared, not hidden
+            outcomes.append((type(err).__name__, None))
+    assert outcomes[0] == outcomes[1]

@@ -19,7 +19,9 @@ All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is a
    - **floor**: the encode of the request's new text alone (Rust backend ``encode``);
    - **re-render**: what a gateway that re-tokenizes does: ``json.loads(body)``, then
      ``tokenizer.apply_chat_template(messages, add_generation_prompt=True)``, then parse the answer.
-   Target: ours <= 1.2x the floor, flat in the number of turns. A second table splits it, timed
+   Target: ours <= 1.2x the floor, flat in the number of turns. Each timed call (ours and the
+   floor alike) follows a ``gc.collect()``, which leaves the CPU caches cold; ``--warm`` times
+   them without it (a collection a call triggers itself still counts). A second table splits it, timed
    again on the same body: **our parse** (``parse_chat_request`` with the session's memo),
    **json.loads** of the whole body (what parsing costs without the memo); **whole ids**: the
    gateway with every prompt made Python ints and JSON anew (as it was before the kept text);
@@ -128,7 +130,7 @@ def make_gateway(tok, out, durable, responses):
     return gw
 
 
-def overhead(tok, turn_counts, n_words, repeat):
+def overhead(tok, turn_counts, n_words, repeat, collect=True):
     from chatdata.gateway.prompt_ids import IdsText, PromptIds
     from chatdata.gateway.requests import parse_chat_request
     from chatdata.templates.parsers import parse_response, parser_for_template
@@ -143,6 +145,26 @@ def overhead(tok, turn_counts, n_words, repeat):
     sides = ("ours", "ours+fsync", "no header", "whole parse", "floor", "re-render", "json.loads", "our parse", "whole ids")
     times = {(side, t): [] for side in sides for t in marks}
 
+    deferred = []  # warm: the peers run after every side, so their garbage never lands in our timed calls
+
+    def peers(t, new_text, body, memo, t_req):
+        if collect:
+            gc.collect()  # as before ours: the same cold start for both sides of the ratio
+        t0 = time.perf_counter()
+        fast_encode(new_text, add_special_tokens=False)
+        times[("floor", t)].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        json.loads(body)
+        times[("json.loads", t)].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        parse_chat_request(body, memo)
+        times[("our parse", t)].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        req = json.loads(body)
+        tok.apply_chat_template(req["messages"], add_generation_prompt=True, tokenize=True)
+        parse_response(tok.decode(responses[t_req - 1]), parser)
+        times[("re-render", t)].append(time.perf_counter() - t0)
+
     async def one_session(gw, sid, record, label):
         # one system prompt per session: without X-Session-Id, identical chats would join one another's sessions
         msgs = [{"role": "system", "content": f"You are a helpful assistant ({label})."},
@@ -151,7 +173,8 @@ def overhead(tok, turn_counts, n_words, repeat):
             body = json.dumps({"model": "m", "messages": msgs, "max_tokens": 256}).encode()
             memo = gw.table.memo_for(body, sid)
             if record is not None:
-                gc.collect()  # the peers' garbage is not ours to collect in the timed call
+                if collect:
+                    gc.collect()  # the peers' garbage is not ours to collect in the timed call
             t0 = time.perf_counter()
             pieces, headers, _ = await gw.chat(body, sid)
             dt = time.perf_counter() - t0
@@ -159,23 +182,10 @@ def overhead(tok, turn_counts, n_words, repeat):
             if mark is not None and record is not None:
                 t_req, t = t, mark
                 times[(record, t)].append(dt)
-                if record == "ours":  # the peers and the parts, on the same request, right after
+                if record == "ours":  # the peers and the parts, on the same request (warm: after every side)
                     new_text = ("\n<|im_start|>user\n" + msgs[-1]["content"] + "<|im_end|>\n<|im_start|>assistant\n")
-                    gc.collect()  # as before ours: the same cold start for both sides of the ratio
-                    t0 = time.perf_counter()
-                    fast_encode(new_text, add_special_tokens=False)
-                    times[("floor", t)].append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    json.loads(body)
-                    times[("json.loads", t)].append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    parse_chat_request(body, memo)
-                    times[("our parse", t)].append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    req = json.loads(body)
-                    tok.apply_chat_template(req["messages"], add_generation_prompt=True, tokenize=True)
-                    parse_response(tok.decode(responses[t_req - 1]), parser)
-                    times[("re-render", t)].append(time.perf_counter() - t0)
+                    args = (t, new_text, body, memo, t_req)
+                    peers(*args) if collect else deferred.append(args)
                 t = t_req
             msgs = msgs + [pieces["message"], {"role": "user", "content": users[t]}]
 
@@ -202,9 +212,12 @@ def overhead(tok, turn_counts, n_words, repeat):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     asyncio.run(run())
+    for args in deferred:
+        peers(*args)
     m = {(side, t): statistics.median(times[(side, t)]) * 1e3 for side in sides for t in marks}
     print(f"\n1. overhead per request, backend answering at once ({n_words}-word turns; median over the 5 turns "
-          f"up to each mark in {repeat} sessions)")
+          f"up to each mark in {repeat} sessions; "
+          f"{'gc.collect() before each timed call: cold caches' if collect else 'no forced collection: warm caches'})")
     print(f"{'turns':>6} {'ours ms':>9} {'+fsync ms':>10} {'floor ms':>9} {'re-render ms':>13} {'ours/floor':>11} "
           f"{'re-render/ours':>15}")
     for t in marks:
@@ -372,6 +385,9 @@ def main() -> None:
     p.add_argument("--cycles", type=int, default=3)
     p.add_argument("--memory-sessions", type=int, default=16, help="open sessions of the memory rows")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    p.add_argument("--warm", action="store_true",
+                   help="overhead: no gc.collect() before each timed call (warm caches; a collection the call "
+                        "triggers itself still counts)")
     p.add_argument("--only", choices=("overhead", "throughput", "memory"))
     p.add_argument("--backend", help="throughput against this vLLM server instead of the echo backend")
     p.add_argument("--tokenizer", help="the tokenizer folder of --backend's model")
@@ -388,7 +404,7 @@ def main() -> None:
     tok = load_sample_tokenizer()
     print(f"bench_gateway: {os.cpu_count()} cores, Qwen2.5 tokenizer and template")
     if args.only in (None, "overhead"):
-        overhead(tok, args.turns, args.words, args.repeat)
+        overhead(tok, args.turns, args.words, args.repeat, collect=not args.warm)
     if args.only in (None, "throughput"):
         throughput(args.sessions, args.rounds, args.words, args.backend, args.tokenizer, args.max_tokens)
     if args.only in (None, "memory"):

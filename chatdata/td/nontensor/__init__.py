@@ -23,12 +23,12 @@ Example:
 from .batched import Batched, BatchSizeError, dummy, indexed_batch_size, normalize_index
 from .leaves import NonTensorData, NonTensorStack, is_non_tensor
 from .linkedlist import LinkedList
-from .pool import Pool, pack_strings, to_json
+from .pool import Pool, pack_strings, to_json, to_json_texts
 from .switches import (capture_non_tensor_stack, lazy_legacy, list_to_stack, set_capture_non_tensor_stack,
                        set_list_to_stack)
 
 __all__ = [
-    "NonTensorData", "NonTensorStack", "is_non_tensor", "LinkedList", "Pool", "pack_strings", "to_json",
+    "NonTensorData", "NonTensorStack", "is_non_tensor", "LinkedList", "Pool", "pack_strings", "to_json", "to_json_texts",
     "set_list_to_stack", "list_to_stack", "set_capture_non_tensor_stack", "capture_non_tensor_stack",
     "lazy_legacy", "Batched", "BatchSizeError", "dummy", "indexed_batch_size", "normalize_index",
 ]

@@ -21,7 +21,9 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-__all__ = ["Pool", "pack_strings", "to_json"]
+from .json_keys import refuse_other_keys
+
+__all__ = ["Pool", "pack_strings", "to_json", "to_json_texts"]
 
 KINDS = ("str", "json")
 
@@ -54,14 +56,40 @@ def pack_strings(values: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
     return data, offsets
 
 
-def to_json(value, where: str = "") -> str:
+def _dumps(value, where: str) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=True)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RecursionError) as err:
         raise TypeError(
             f"non-tensor value{where} of type {type(value).__name__} is not JSON-serialisable "
             f"({err}); convert it to str, numbers, lists or dicts before packing or saving"
         ) from None
+
+
+def to_json(value, where: str = "") -> str:
+    """The JSON text of one non-tensor value; TypeError for a value JSON cannot hold or would
+    change (a dict key that is not a str: :mod:`~chatdata.td.nontensor.json_keys`).
+
+    Example:
+        >>> to_json({"a": [1, None]})
+        '{"a": [1, null]}'
+    """
+    text = _dumps(value, where)
+    if isinstance(value, (dict, list, tuple)):
+        refuse_other_keys([value], where, single=True)
+    return text
+
+
+def to_json_texts(values: Sequence, where: str = "") -> list[str]:
+    """:func:`to_json` of every value of a column (the keys checked over the column at once).
+
+    Example:
+        >>> to_json_texts([1, {"a": "b"}])
+        ['1', '{"a": "b"}']
+    """
+    texts = [_dumps(v, f" #{i}{where}") for i, v in enumerate(values)]
+    refuse_other_keys(values, where)
+    return texts
 
 
 class Pool:
@@ -222,7 +250,7 @@ class Pool:
         if all(type(v) is str for v in values):
             data, offsets = pack_strings(values)
             return Pool.from_packed(data, offsets, "str")
-        data, offsets = pack_strings([to_json(v, f" #{i}") for i, v in enumerate(values)])
+        data, offsets = pack_strings(to_json_texts(values))
         return Pool.from_packed(data, offsets, "json")
 
     def _gather_packed(self, ids: torch.Tensor) -> "Pool":

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+from ..nontensor.json_keys import refuse_other_keys
+
 __all__ = ["_entry_value", "_check_key_text"]
 
 
@@ -27,6 +29,8 @@ def _entry_value(value, where):
             "never pickles; convert it to str, numbers, lists or dicts (e.g. with str() or "
             "dataclasses.asdict()) before saving"
         ) from None
+    if isinstance(value, (dict, list, tuple)):
+        refuse_other_keys([value], f" of {where}", single=True)
     return value
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from ..core import RaggedTensorDict, key_to_filename
-from ..nontensor import NonTensorData, NonTensorStack, pack_strings, to_json
+from ..nontensor import NonTensorData, NonTensorStack, pack_strings, to_json, to_json_texts
 from .checksum import HashingFile, record, sorted_checksums
 from .dtypes import dtype_name
 from .fsops import durable_replace, resolve_target
@@ -87,7 +87,7 @@ def _pack(values: list, kind: str | None):
             if lengths:
                 torch.cumsum(torch.frombuffer(lengths, dtype=torch.int64), 0, out=off[1:])
             return raw, off, "str"
-    data, off = pack_strings([to_json(v) for v in values])
+    data, off = pack_strings(to_json_texts(values))
     return data, off, "json"
 
 

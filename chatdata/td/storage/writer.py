@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from ..core import RaggedTensorDict, TensorDict, key_to_filename
-from ..nontensor import NonTensorData, NonTensorStack, to_json
+from ..nontensor import NonTensorData, NonTensorStack, to_json_texts
 from ..tensorclass import TensorClass
 from . import checksum as _checksum
 from .dtypes import dtype_name
@@ -196,7 +196,7 @@ def _write_values(values: list, data_path: Path, off_path: Path, sums: dict) -> 
         if all(type(v) is str for v in values):
             kind, encoded = "str", [v.encode("utf-8") for v in values]
         else:
-            kind, encoded = "json", [to_json(v, f" #{i}").encode("utf-8") for i, v in enumerate(values)]
+            kind, encoded = "json", [t.encode("utf-8") for t in to_json_texts(values)]
     except UnicodeEncodeError as err:
         bad = next(i for i, v in enumerate(values) if _has_surrogate(v))
         raise _SurrogateAt(bad, _surrogate_message(err)) from None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .common import CLIError, say
 
+KEEP_ALIVE_S = 75  # seconds an idle client connection stays open (see run())
 HELP = "serve an OpenAI-compatible gateway that records every session as token data"
 EXAMPLE = """examples:
   chatdata serve --backend http://127.0.0.1:8001 --tokenizer path/to/tokenizer --out sessions/
@@ -121,8 +122,11 @@ def run(args) -> int:
                 for sig, handler in old.items():
                     signal.signal(sig, handler)
 
+    # keep idle connections well past a client's own expiry (httpx and the openai SDK: 5 s, as is
+    # uvicorn's default): an agent that runs a tool for a few seconds then reuses its connection
+    # must never race the server closing it (a ReadError a client without retries passes on)
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
-                            timeout_graceful_shutdown=30)
+                            timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_S)
     server = Server(config)
     server.run(sockets=[sock])
     if not server.started:

@@ -396,3 +396,24 @@ def test_sigkill_under_load_then_restart(backend, tiny_model, tmp_path):
     assert len(_runs(final[0]["assistant_masks"])) == len(msgs) // 2
     assert not list((out / "journal").iterdir())
     assert main(["verify", str(out)]) == 0
+
+
+def test_an_idle_connection_outlives_a_clients_keep_alive(gateway):
+    """An agent that runs a tool for longer than uvicorn's default 5 s keep-alive, then reuses its
+    connection, finds it open: a server that closes at the clients' own 5 s expiry races them."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(gateway.url)
+    request = f"GET /health HTTP/1.1\r\nHost: {u.hostname}\r\nConnection: keep-alive\r\n\r\n".encode()
+    with socket.create_connection((u.hostname, u.port), timeout=30) as s:
+        for k in range(2):
+            if k:
+                time.sleep(6.5)  # past httpx's and uvicorn's default 5 s
+            s.sendall(request)
+            got = b""
+            while b"\r\n\r\n" not in got or not got.rstrip().endswith(b"}"):
+                chunk = s.recv(65536)
+                assert chunk, "the gateway closed the idle connection"
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200")

@@ -2,7 +2,7 @@
 """The gateway (issue 22): overhead per request, throughput, memory per session.
 
     python benchmarks/bench_gateway.py [--turns 10 50 100] [--words 60] [--repeat 3]
-                                       [--sessions 64] [--rounds 8] [--quick] [--only overhead|throughput|memory]
+                                       [--sessions 64] [--rounds 8] [--quick] [--only overhead|throughput|memory|crowd]
     python benchmarks/bench_gateway.py --only throughput --backend http://127.0.0.1:8001 --tokenizer MODEL_DIR
 
 All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is an answer of
@@ -36,6 +36,10 @@ All rows use the packaged Qwen2.5 tokenizer and its template; an agent turn is a
 3. **Memory** per open session at 100 turns (``--memory-sessions``, in-process): Python objects
    (tracemalloc) plus the token buffers (torch), and what is left once the sessions are stored;
    over several open/store cycles, the process's VmRSS (a gateway that runs for days must stay flat).
+4. **Agents without X-Session-Id** (``--crowd 64 128 256``): sessions of one harness sharing a
+   long system prompt take turns; how many requests find their session's previous body (so only
+   the new messages are parsed) and the time per request, against the gateway parsing every body
+   whole.
 """
 from __future__ import annotations
 
@@ -375,6 +379,53 @@ def memory(tok, n_sessions, turns, n_words, cycles):
               f"{rss0:>7.0f} -> {rss1:<6.0f}")
 
 
+# -- 4. many sessions without X-Session-Id ---------------------------------------------------------------
+def crowd(tok, counts, turns, n_words):
+    """Agents of one harness (one long system prompt), no X-Session-Id, taking turns in rounds:
+    how many requests find their session's previous body (``gateway/memo_index.py``) and the
+    time per request, against the same gateway parsing every body whole."""
+    rng = random.Random(4)
+    answers = [tok.encode(words(rng, n_words) + "<|im_end|>", add_special_tokens=False) for _ in range(16)]
+    system = {"role": "system", "content": "You are a coding agent; use the tools. " * 40}
+    tasks = [words(rng, 20) for _ in range(max(counts))]
+    users = [words(rng, n_words) for _ in range(turns + 1)]
+
+    async def run(n, whole):
+        tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+        try:
+            gw = make_gateway(tok, tmp / "out", False, answers)
+            if whole:
+                gw.table.memo_for = lambda raw, sid: None
+            await gw.startup()
+            chats = [[system, {"role": "user", "content": f"{k}: {tasks[k]}"}] for k in range(n)]
+            hits = total = 0
+            spent = 0.0
+            for t in range(turns):
+                for k in range(n):
+                    raw = json.dumps({"model": "m", "messages": chats[k], "max_tokens": 64}).encode()
+                    if t:
+                        total += 1
+                        hits += gw.table.memo_for(raw, None) is not None
+                    t0 = time.perf_counter()
+                    pieces, _, _ = await gw.chat(raw, None)
+                    if t:
+                        spent += time.perf_counter() - t0
+                    chats[k] = chats[k] + [pieces["message"], {"role": "user", "content": users[t]}]
+            await gw.shutdown()
+            return hits, total, spent / total * 1e3
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\n4. agents of one harness without X-Session-Id ({turns} turns each, taken in rounds; one system prompt "
+          f"of {len(system['content'])} characters; sides alternated, the better of 2 runs)")
+    print(f"{'sessions':>9} {'previous body found':>20} {'ms/request':>11} {'parsed whole':>13} {'whole/ours':>11}")
+    for n in counts:  # the sides alternated, twice; the better run of each
+        got = [asyncio.run(run(n, whole)) for whole in (False, True, False, True)]
+        hits, total = got[0][:2]
+        ours, whole = min(got[0][2], got[2][2]), min(got[1][2], got[3][2])
+        print(f"{n:>9} {f'{hits}/{total}':>20} {ours:>11.3f} {whole:>13.3f} {whole / ours:>10.2f}x")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--turns", type=int, nargs="+", default=[10, 50, 100])
@@ -388,7 +439,9 @@ def main() -> None:
     p.add_argument("--warm", action="store_true",
                    help="overhead: no gc.collect() before each timed call (warm caches; a collection the call "
                         "triggers itself still counts)")
-    p.add_argument("--only", choices=("overhead", "throughput", "memory"))
+    p.add_argument("--only", choices=("overhead", "throughput", "memory", "crowd"))
+    p.add_argument("--crowd", type=int, nargs="+", default=[64, 128, 256], help="sessions of the crowd rows")
+    p.add_argument("--crowd-turns", type=int, default=50)
     p.add_argument("--backend", help="throughput against this vLLM server instead of the echo backend")
     p.add_argument("--tokenizer", help="the tokenizer folder of --backend's model")
     p.add_argument("--max-tokens", type=int, default=64, help="max_tokens of each throughput request")
@@ -399,6 +452,7 @@ def main() -> None:
         return
     if args.quick:
         args.turns, args.repeat, args.sessions, args.rounds, args.cycles, args.memory_sessions = [5, 10], 1, 8, 3, 2, 4
+        args.crowd, args.crowd_turns = [70], 3
     from chatdata.data import load_sample_tokenizer
 
     tok = load_sample_tokenizer()
@@ -409,6 +463,8 @@ def main() -> None:
         throughput(args.sessions, args.rounds, args.words, args.backend, args.tokenizer, args.max_tokens)
     if args.only in (None, "memory"):
         memory(tok, args.memory_sessions, max(args.turns), args.words, args.cycles)
+    if args.only in (None, "crowd"):
+        crowd(tok, args.crowd, args.crowd_turns, args.words)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ an unknown chat costs a few dictionary look-ups); otherwise it starts a new sess
 A message the session already holds is compared as sent (dict equality), then, if that
 differs, by what the template renders from it (:func:`~chatdata.gateway.requests.message_key`).
 The messages a body repeats byte for byte from the session's previous body are that body's own
-dicts (:mod:`chatdata.gateway.body_prefix`, found by :meth:`SessionTable.memo_for`), and a
+dicts (:mod:`chatdata.gateway.body_prefix`, found by :meth:`SessionTable.memo_for`, without the
+header through :mod:`chatdata.gateway.memo_index`), and a
 branch keeps the equal dicts it is sent, so the repeated messages compare by identity: routing
 costs O(new messages) plus a pointer check per old one.
 
@@ -46,13 +47,12 @@ from ..rollout import Conversation
 from .body_prefix import BodyMemo
 from .errors import GatewayError
 from .journal import Journal
+from .memo_index import MemoIndex
 from .prompt_ids import IdsText, PromptIds
 from .requests import ChatRequest, message_key, normalize_message
 
 __all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message"]
 
-_MEMO_KEY = 256  # a body's first bytes: the previous bodies it may repeat are looked up by them
-_MEMO_TRIES = 64  # previous bodies compared at most per request (the most recent first)
 
 
 def openai_message(msg: dict) -> dict:
@@ -170,7 +170,7 @@ class SessionTable:
         self.template_kwargs = dict(template_kwargs or {})
         self.sessions: dict[str, Session] = {}
         self._turns: dict[tuple, list[tuple[Session, Branch]]] = {}
-        self._memos: dict[bytes, list[Session]] = {}  # first bytes of a memo -> sessions holding one
+        self._memos = MemoIndex()  # the sessions' last bodies, found from a new body's bytes
 
     # -- the bodies requests repeat ---------------------------------------------------------------
     def memo_for(self, raw: bytes, session_id: str | None) -> BodyMemo | None:
@@ -182,34 +182,18 @@ class SessionTable:
         named = self.sessions.get(session_id) if session_id is not None else None
         if named is not None and named.memo is not None and raw.startswith(named.memo.prefix):
             return named.memo
-        best = None
-        for s in reversed(self._memos.get(raw[:_MEMO_KEY], ())[-_MEMO_TRIES:]):
-            m = s.memo
-            if (best is None or len(m.prefix) > len(best.prefix)) and raw.startswith(m.prefix):
-                best = m
-        return best
+        return self._memos.find(raw)
 
     def keep_memo(self, s: Session, memo: BodyMemo | None) -> None:
         """Remember the body a completed request of ``s`` sent, for the session's next one."""
         old, s.memo = s.memo, None
-        if old is not None and len(old.prefix) >= _MEMO_KEY:
-            if memo is not None and memo.prefix[:_MEMO_KEY] == old.prefix[:_MEMO_KEY] and not s.closed:
-                s.memo = memo  # the same first bytes: the index entry stays
-                return
-            self._forget_memo(s, old)
+        if old is not None:
+            self._memos.remove(s, old)
         if s.closed:
             return
         s.memo = memo
-        if memo is not None and len(memo.prefix) >= _MEMO_KEY:
-            self._memos.setdefault(memo.prefix[:_MEMO_KEY], []).append(s)
-
-    def _forget_memo(self, s: Session, memo: BodyMemo) -> None:
-        key = memo.prefix[:_MEMO_KEY]
-        entries = self._memos.get(key)
-        if entries:
-            entries[:] = [e for e in entries if e is not s]
-            if not entries:
-                del self._memos[key]
+        if memo is not None:
+            self._memos.add(s, memo)
 
     # -- routing --------------------------------------------------------------------------------
     def route(self, req: ChatRequest, session_id: str | None) -> Plan:
@@ -404,8 +388,7 @@ class SessionTable:
         if self.sessions.get(s.id) is s:
             del self.sessions[s.id]
         if s.memo is not None:
-            if len(s.memo.prefix) >= _MEMO_KEY:
-                self._forget_memo(s, s.memo)
+            self._memos.remove(s, s.memo)
             s.memo = None
         for b in s.branches:
             if b is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .common import CLIError, say
 
-KEEP_ALIVE_S = 75  # seconds an idle client connection stays open (see run())
+KEEP_ALIVE_S = 20  # seconds an idle client connection stays open (see run())
 HELP = "serve an OpenAI-compatible gateway that records every session as token data"
 EXAMPLE = """examples:
   chatdata serve --backend http://127.0.0.1:8001 --tokenizer path/to/tokenizer --out sessions/
@@ -122,9 +122,10 @@ def run(args) -> int:
                 for sig, handler in old.items():
                     signal.signal(sig, handler)
 
-    # keep idle connections well past a client's own expiry (httpx and the openai SDK: 5 s, as is
-    # uvicorn's default): an agent that runs a tool for a few seconds then reuses its connection
-    # must never race the server closing it (a ReadError a client without retries passes on)
+    # keep idle connections past a client's own expiry (httpx and the openai SDK: 5 s, as is
+    # uvicorn's default; aiohttp: 15 s): an agent that runs a tool for a few seconds then reuses
+    # its connection must never race the server closing it (a ReadError a client without retries
+    # passes on); not much longer, as connections a client abandons hold a descriptor until then
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on",
                             timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_S)
     server = Server(config)

@@ -5,9 +5,10 @@ of that body's last message: a :class:`~chatdata.gateway.body_prefix.BodyMemo` p
 its new messages need parsing. Many agents of one harness share their first bytes (the same
 system prompt and tools), so the first bytes alone do not tell sessions apart: the index keeps,
 under a body's first 256 bytes, each prefix's *length* and its *last* 64 bytes (the end of the
-session's own latest message). A new body is looked up by its first 256 bytes, then, for each
-length kept there, by its own 64 bytes ending at that length: one short slice and one dictionary
-look-up per distinct length, and one ``memcmp`` of the whole prefix for a hit. Any hit parses
+session's own latest message). A new body is looked up by its first 256 bytes, then, for the
+lengths kept there from its own length down, by its own 64 bytes ending at that length: one
+short slice and one dictionary look-up per length tried, and one ``memcmp`` of the whole prefix
+for a hit. The first hit is the longest prefix, usually the session's own previous body. Any hit parses
 exactly (the body starts with those bytes); the session's own is the one expected.
 
 Example:
@@ -25,12 +26,26 @@ Example:
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
+
 from .body_prefix import BodyMemo
 
 __all__ = ["MemoIndex", "MEMO_KEY"]
 
 MEMO_KEY = 256  # a body's first bytes: its bucket (a shorter prefix is not indexed)
 _TAIL = 64  # the last bytes of a prefix: which of a bucket's prefixes of that length a body repeats
+_TRIES = 1024  # lengths tried per look-up at most (then the body is parsed whole: exact, only slower)
+
+
+class _Bucket:
+    """The prefixes that share their first bytes: their distinct lengths (sorted) and, per
+    length, the prefixes by their last bytes."""
+
+    __slots__ = ("lengths", "tails")
+
+    def __init__(self) -> None:
+        self.lengths: list[int] = []
+        self.tails: dict[int, dict[bytes, list]] = {}
 
 
 class MemoIndex:
@@ -39,8 +54,7 @@ class MemoIndex:
     __slots__ = ("_buckets", "_count")
 
     def __init__(self) -> None:
-        # first MEMO_KEY bytes -> prefix length -> last _TAIL bytes -> [(owner, memo), ...]
-        self._buckets: dict[bytes, dict[int, dict[bytes, list]]] = {}
+        self._buckets: dict[bytes, _Bucket] = {}  # first MEMO_KEY bytes -> the prefixes starting so
         self._count = 0
 
     def __len__(self) -> int:
@@ -52,15 +66,21 @@ class MemoIndex:
         p = memo.prefix
         if len(p) < MEMO_KEY:
             return
-        by_len = self._buckets.setdefault(p[:MEMO_KEY], {})
-        by_len.setdefault(len(p), {}).setdefault(p[-_TAIL:], []).append((owner, memo))
+        bucket = self._buckets.get(p[:MEMO_KEY])
+        if bucket is None:
+            bucket = self._buckets[p[:MEMO_KEY]] = _Bucket()
+        tails = bucket.tails.get(len(p))
+        if tails is None:
+            tails = bucket.tails[len(p)] = {}
+            insort(bucket.lengths, len(p))
+        tails.setdefault(p[-_TAIL:], []).append((owner, memo))
         self._count += 1
 
     def remove(self, owner, memo: BodyMemo) -> None:
         """Forget ``owner``'s ``memo`` (nothing happens if it is not indexed)."""
         p = memo.prefix
-        by_len = self._buckets.get(p[:MEMO_KEY])
-        tails = by_len.get(len(p)) if by_len else None
+        bucket = self._buckets.get(p[:MEMO_KEY])
+        tails = bucket.tails.get(len(p)) if bucket else None
         entries = tails.get(p[-_TAIL:]) if tails else None
         if not entries:
             return
@@ -71,22 +91,23 @@ class MemoIndex:
             return
         del tails[p[-_TAIL:]]
         if not tails:
-            del by_len[len(p)]
-            if not by_len:
+            del bucket.tails[len(p)]
+            del bucket.lengths[bisect_left(bucket.lengths, len(p))]
+            if not bucket.lengths:
                 del self._buckets[p[:MEMO_KEY]]
 
     def find(self, raw: bytes) -> BodyMemo | None:
-        """The longest indexed prefix ``raw`` starts with, or None."""
-        by_len = self._buckets.get(raw[:MEMO_KEY])
-        if not by_len:
+        """The longest indexed prefix ``raw`` starts with, or None. The lengths are tried from
+        the body's own length down (a session's previous body is a little shorter than its new
+        one), at most :data:`_TRIES` of them."""
+        bucket = self._buckets.get(raw[:MEMO_KEY])
+        if bucket is None:
             return None
-        best = None
-        n = len(raw)
-        for length, tails in by_len.items():
-            if length > n or (best is not None and length <= len(best.prefix)):
-                continue
-            for _, memo in tails.get(raw[length - _TAIL:length], ()):
+        lengths, tails = bucket.lengths, bucket.tails
+        top = bisect_right(lengths, len(raw))
+        for j in range(top - 1, max(top - 1 - _TRIES, -1), -1):
+            length = lengths[j]
+            for _, memo in tails[length].get(raw[length - _TAIL:length], ()):
                 if raw.startswith(memo.prefix):
-                    best = memo
-                    break
-        return best
+                    return memo
+        return None

@@ -98,8 +98,8 @@ class IdsText:
         """The prompt ``ids`` (a branch's whole prompt); ``ids[:committed]`` are committed and
         are appended to the kept text; the rest is serialised for this request only."""
         if committed < self.n or committed > len(ids):
-            raise ValueError(f"the kept text holds {self.n} committed ids, the prompt has {committed} of "
-                             f"{len(ids)}: the branch's committed ids went back")
+            raise RuntimeError(f"the kept text holds {self.n} committed ids, the prompt has {committed} of "
+                               f"{len(ids)}: the branch's committed ids went back (a gateway bug)")
         if committed > self.n:
             if self.n:
                 self.text += b","

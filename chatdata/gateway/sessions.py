@@ -252,6 +252,8 @@ class SessionTable:
                 plan.branch.busy = True
                 try:
                     _grow(conv, plan.new_norm)
+                    # the branch's committed ids are serialised once, not on every turn
+                    plan.full = plan.branch.ids_text.prompt(conv.prompt_ids(), plan.base)
                 except BaseException:
                     conv.rollback(plan.mark)
                     plan.branch.busy = False
@@ -266,9 +268,7 @@ class SessionTable:
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
         plan.conv = conv
         ids = conv.prompt_ids()
-        if plan.kind == "extend":  # the branch's committed ids are serialised once, not on every turn
-            plan.full = plan.branch.ids_text.prompt(ids, plan.base)
-        else:
+        if plan.kind != "extend":
             plan.full = PromptIds(ids)
         plan.prompt = ids[plan.base:].tolist()
         return plan

@@ -238,9 +238,10 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
             return getattr(obj, attribute)  # content.split, .startswith, .strip: the sandbox allows them all
         if t is _Namespace and type(attribute) is str and not attribute.startswith("_"):
             try:  # ns.flag: a namespace holds plain values; a name it lacks is undefined, as in the sandbox
-                return getattr(obj, attribute)
+                value = getattr(obj, attribute)
             except AttributeError:
                 return self.undefined(obj=obj, name=attribute)
+            return self.wrap_str_format(value) or value  # a str.format kept in it: sandboxed as the sandbox does
         return super().getattr(obj, attribute)
 
 

@@ -33,7 +33,7 @@ def test_the_kept_text_is_the_json_of_every_prompt(turns):
 def test_committed_ids_that_go_back_are_refused():
     text = IdsText()
     text.prompt(torch.tensor([1, 2, 3]), 3)
-    with pytest.raises(ValueError, match="committed ids went back"):
+    with pytest.raises(RuntimeError, match="committed ids went back"):
         text.prompt(torch.tensor([1, 2]), 2)
 
 

@@ -57,6 +57,22 @@ def test_a_stream_refuses_an_int_key_in_a_later_chunk(tmp_path):
     assert list(tmp_path.iterdir()) == []  # the stream's temporary folder went with the error
 
 
+def test_a_stream_refuses_an_int_key_in_a_constant_column(tmp_path):
+    """A value the same in every chunk is kept as one meta.json value: checked as a save checks it."""
+    vals = TensorDict({"x": torch.arange(3), "meta": NonTensorData({151643: -0.1})}, [3])
+    with pytest.raises(TypeError, match="its key 151643 \\(int\\)"):
+        with StreamWriter(tmp_path / "s") as w:
+            w.append(RaggedTensorDict(vals, torch.tensor([0, 1, 3])))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sizes_and_counts_of_values_with_int_keys_still_work():
+    """Reading sizes and counts stores nothing: no refusal there."""
+    s = NonTensorStack.from_list([{1: 0.5}, {"a": 1}, {1: 0.5}])
+    assert s.value_nbytes().tolist() == [10, 8, 10]
+    assert sorted(s.value_counts().values()) == [1, 2]
+
+
 def test_updating_a_saved_value_with_an_int_key_is_refused(tmp_path):
     td = TensorDict({"lp": NonTensorData({"1": 0.0})}, []).memmap(tmp_path / "d")
     with pytest.raises(TypeError, match="its key 1 \\(int\\)"):

@@ -201,6 +201,8 @@ STRING_AND_NAMESPACE_EXPRESSIONS = [
     "s.__len__()", "s.__mod__", "s.__class__.__mro__", "s.format(1)", "s.format_map", "'{0.__class__}'.format(s)",
     "'{x}'.format_map({'x': 1})", "s.split.__self__", "ns.found", "ns.count", "ns.missing", "ns.missing is defined",
     "ns._Namespace__attrs", "ns.__class__", "ns.__init__", "ns.__attrs", "ns.items", "ns.found.__class__",
+    "namespace(f=s.format).f('{0.__class__}')", "namespace(f=s.format_map).f({})", "namespace(f=s.split).f(',')",
+    "namespace(f=s.format).f.__self__",
 ]
 
 

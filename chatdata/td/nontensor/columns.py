@@ -14,7 +14,7 @@ from array import array
 
 import torch
 
-from .pool import Pool, to_json
+from .pool import Pool, json_text
 
 __all__ = ["ColumnMethods"]
 
@@ -49,7 +49,7 @@ class ColumnMethods:
             off = pool.offsets
             return off[idx + 1] - off[idx]
         sizes = array("q", (len(v.encode("utf-8", "surrogatepass")) if type(v) is str else
-                            0 if v is None else len(to_json(v).encode("utf-8", "surrogatepass"))
+                            0 if v is None else len(json_text(v).encode("utf-8", "surrogatepass"))
                             for v in pool.take(self._ids())))
         out = torch.frombuffer(sizes, dtype=torch.int64) if sizes else torch.zeros(0, dtype=torch.int64)
         return out.reshape(self.batch_size)
@@ -107,7 +107,7 @@ class ColumnMethods:
             try:
                 return dict(Counter(flat).most_common())
             except TypeError:  # unhashable values (dicts, lists): count their JSON text
-                counts = Counter(to_json(v) for v in flat)
+                counts = Counter(json_text(v) for v in flat)
                 return {k: c for k, c in counts.most_common()}
         idx = self._index_t.reshape(-1)
         starts = pool.offsets[idx]

@@ -80,6 +80,16 @@ def to_json(value, where: str = "") -> str:
     return text
 
 
+def json_text(value) -> str:
+    """The JSON text of a value without the key check (for sizes and counts, not for storing).
+
+    Example:
+        >>> json_text({1: 0.5})
+        '{"1": 0.5}'
+    """
+    return _dumps(value, "")
+
+
 def to_json_texts(values: Sequence, where: str = "") -> list[str]:
     """:func:`to_json` of every value of a column (the keys checked over the column at once).
 

@@ -43,6 +43,7 @@ from .checksum import HashingFile, record, sorted_checksums
 from .dtypes import dtype_name
 from .fsops import durable_replace, resolve_target
 from .integrity import FORMAT_NAME, FORMAT_VERSION
+from .json_values import _entry_value
 from .tempdirs import WriterTemp, remove_orphans
 
 __all__ = ["StreamWriter"]
@@ -190,6 +191,8 @@ class _Column:
         if isinstance(value, NonTensorData):
             v = value.data
             if self.state is None or (self.state == "const" and _same(self.const, v)):
+                if self.state is None:  # kept as a meta.json value: the save's checks, now, not at close
+                    _entry_value(v, where)
                 self.state, self.const = "const", v
                 self.rows += n
                 return

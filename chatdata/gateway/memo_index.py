@@ -8,8 +8,8 @@ under a body's first 256 bytes, each prefix's *length* and its *last* 64 bytes (
 session's own latest message). A new body is looked up by its first 256 bytes, then, for the
 lengths kept there from its own length down, by its own 64 bytes ending at that length: one
 short slice and one dictionary look-up per length tried, and one ``memcmp`` of the whole prefix
-for a hit. The first hit is the longest prefix, usually the session's own previous body. Any hit parses
-exactly (the body starts with those bytes); the session's own is the one expected.
+for a hit. The first hit is the longest prefix a body starts with (so it parses exactly),
+usually the session's own previous body.
 
 Example:
     >>> from chatdata.gateway.body_prefix import parse_body

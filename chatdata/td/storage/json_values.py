@@ -29,8 +29,7 @@ def _entry_value(value, where):
             "never pickles; convert it to str, numbers, lists or dicts (e.g. with str() or "
             "dataclasses.asdict()) before saving"
         ) from None
-    if isinstance(value, (dict, list, tuple)):
-        refuse_other_keys([value], f" of {where}", single=True)
+    refuse_other_keys([value], f" of {where}", single=True)
     return value
 
 

@@ -90,6 +90,20 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
         finally:
             gc.enable()
 
+    def first_best(folder, k=5):  # the first to_arrow() of a History just loaded (nothing memoised yet)
+        best = float("inf")
+        for _ in range(k):
+            gc.collect()  # before the load, not between it and the step (see inner_best)
+            gc.disable()
+            try:
+                h = chatdata.load_memmap(folder)
+                t = time.perf_counter()
+                h.to_arrow()
+                best = min(best, time.perf_counter() - t)
+            finally:
+                gc.enable()
+        return best
+
     for name, chats10k in sets.items():
         folder = folders[name]
         loaded = chatdata.load_memmap(folder)
@@ -97,6 +111,7 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
         fns = {
             "to_arrow": lambda: inner_best(lambda: loaded.to_arrow(), 20),
             "to_arrow_text": lambda: inner_best(lambda: loaded.to_arrow(json="text"), 20),
+            "first": lambda: first_best(folder),
             "load_to_arrow": lambda: inner_best(lambda: chatdata.load_memmap(folder).to_arrow()),
         }
         if name == "synthetic":
@@ -118,6 +133,7 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
         print(f"  [{name} set, 10,000 conversations]")
         show("to_arrow() of a loaded History (typed)", "to_arrow", "(target: <= 0.2 ms, >= 100x)")
         show("to_arrow(json='text') of a loaded History", "to_arrow_text")
+        show("first to_arrow() after load_memmap (typed)", "first", "(target: <= 0.2 ms, >= 100x)")
         show("load_memmap(path).to_arrow()", "load_to_arrow")
         for n in sizes[1:]:
             if f"load_{n}" in best:
@@ -126,9 +142,10 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
                 print(f"  O(1) check: {n:,} / 10,000 conversations time ratio = "
                       f"{best[f'load_{n}'] / best['load_to_arrow']:.2f}")
         row("datasets.Dataset.from_list, 10,000 conversations", best["from_list"])
-        r = best["from_list"] / best["to_arrow"]
-        print(f"  TARGET to_arrow <= 0.2 ms and >= 100x from_list: "
-              f"{'PASS' if best['to_arrow'] <= 2e-4 and r >= 100 else 'FAIL'} ({best['to_arrow'] * 1e3:.3f} ms, {r:.0f}x)")
+        for label, k in (("to_arrow", "to_arrow"), ("first to_arrow after load", "first")):
+            r = best["from_list"] / best[k]
+            print(f"  TARGET {label} <= 0.2 ms and >= 100x from_list: "
+                  f"{'PASS' if best[k] <= 2e-4 and r >= 100 else 'FAIL'} ({best[k] * 1e3:.3f} ms, {r:.0f}x)")
 
 
 def bench_parquet_import(chats, tmp: Path, repeat: int):

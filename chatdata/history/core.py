@@ -112,6 +112,10 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
     tool_responses: list[str] | None = None
     extra: dict | None = None
 
+    # memmap also saves its JSON columns (tool_calls, ...) as typed copies that to_arrow()
+    # reads without parsing (chatdata.td.storage.typed_copies; chatdata.io registers Arrow's)
+    _typed_json_copies = True
+
     # tensordict keeps a tensorclass's TensorDict in the instance dict as ``_tensordict`` and
     # torchrl code reads ``history.__dict__["_tensordict"]``: History keeps its storage there
     @property

@@ -22,6 +22,7 @@ from ..history import History
 from ..td import NonTensorStack, TensorDict
 from .sharded import ShardedDataset, open_dataset
 from .sharded_verify import verify_dataset
+from . import arrow_typed_copy as _arrow_typed_copy  # noqa: F401 - registers the typed copies of JSON columns
 
 __all__ = ["open_dataset", "ShardedDataset", "verify_dataset"]
 

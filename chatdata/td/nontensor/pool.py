@@ -104,7 +104,7 @@ def to_json_texts(values: Sequence, where: str = "") -> list[str]:
 class Pool:
     """An append-only, shareable sequence of values (see the module docstring)."""
 
-    __slots__ = ("_list", "_data", "_offsets", "kind", "_extras", "_mv", "_off", "_loader", "_n", "_source")
+    __slots__ = ("_list", "_data", "_offsets", "kind", "_extras", "_mv", "_off", "_loader", "_n", "_source", "_typed")
 
     #: What reading a corrupt packed column raises (the message names its file). The storage
     #: room sets its ``FormatError`` here when it is imported: the on-disk format sits above
@@ -124,6 +124,9 @@ class Pool:
         self._loader = loader  # maps (data, offsets) on first use: loading opens no file
         self._n = n
         self._source = None  # the file a loaded column comes from (for error messages)
+        # a loaded JSON column's typed copy: (format name, uint8 tensor of its file, its path), or None;
+        # it describes the packed base only (chatdata.td.storage.typed_copies)
+        self._typed = None
         if values is None and loader is None and (data is None or offsets is None):
             self._list = []
 

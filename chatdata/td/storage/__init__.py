@@ -9,7 +9,8 @@ memmap API of the collections (:mod:`.memmap_api`: ``memmap``, ``load_memmap``, 
 constants (:mod:`.integrity`), folders opened once (:mod:`.folder`), atomic file-system
 operations and ``FormatError`` (:mod:`.fsops`), writers' temporary folders (:mod:`.tempdirs`),
 write-through of in-place updates (:mod:`.writethrough`), torch.nested tensors
-(:mod:`.nested_persist`), JSON values (:mod:`.json_values`), dtype names (:mod:`.dtypes`) and
+(:mod:`.nested_persist`), JSON values (:mod:`.json_values`), typed copies of JSON columns that
+a higher room registers the format of (:mod:`.typed_copies`), dtype names (:mod:`.dtypes`) and
 the reader of folders tensordict wrote (:mod:`.tensordict_folders`).
 
 It is the top floor of td/: it imports the core, the non-tensor and the tensorclass rooms, and
@@ -35,6 +36,7 @@ from .persist import load, save, save_and_load
 from .stream import StreamWriter
 from .verify import Problem, VerifyReport, find_leftovers, verify
 from .writethrough import DetachedWriteWarning
+from .typed_copies import TypedCopyFormat, register as register_typed_copy
 from . import hooks as _hooks
 
 _hooks.install()  # memmap methods, consolidate(filename=...)'s buffer, FormatError for corrupt columns
@@ -42,5 +44,5 @@ _hooks.install()  # memmap methods, consolidate(filename=...)'s buffer, FormatEr
 __all__ = [
     "MemoryMappedTensor", "FormatError", "load_memmap", "TensorDictFuture", "save", "load", "save_and_load",
     "StreamWriter", "check_overwritable", "write_all", "verify", "VerifyReport", "Problem", "find_leftovers", "find_orphans", "checksum_file",
-    "DetachedWriteWarning", "LoadedRagged", "FORMAT_NAME", "FORMAT_VERSION",
+    "DetachedWriteWarning", "LoadedRagged", "FORMAT_NAME", "FORMAT_VERSION", "TypedCopyFormat", "register_typed_copy",
 ]

@@ -31,6 +31,7 @@ from .integrity import FORMAT_NAME, FORMAT_VERSION, LoadedRagged, check_offsets,
 from .memmap import MemoryMappedTensor
 from .nested_persist import load_nested
 from .tensordict_folders import load_foreign
+from .typed_copies import registered
 from .writethrough import link_value
 
 __all__ = ["load"]
@@ -70,6 +71,20 @@ def _map_random(path: Path, dtype: torch.dtype, numel: int) -> torch.Tensor:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return torch.frombuffer(mm, dtype=dtype, count=numel)  # keeps ``mm`` alive
+
+
+def _typed_copy(folder: Folder, m, where: str):
+    """``(format name, mapped uint8 tensor, file path)`` of a column's typed copy (:mod:`.typed_copies`),
+    or None when no room registered its format (a copy is only a cache)."""
+    if not isinstance(m, dict) or not isinstance(m.get("format"), str):
+        raise FormatError(f"{where}: 'typed' must be an object with a 'format' and a 'file', got {m!r}")
+    if registered(m["format"]) is None:
+        return None
+    name = _safe_name(m.get("file"), where)
+    if not folder.is_file(name):
+        raise FormatError(f"{where}: typed copy {folder.path / name} is missing")
+    size = folder.size(name)
+    return m["format"], folder.map(name, torch.uint8, size, shared=False)[0], str(folder.path / name)
 
 
 class _Reader:
@@ -144,6 +159,8 @@ class _Reader:
                 raise FormatError(f"{where}: offsets in {off_path} do not match {data_path}")
             data, _ = folder.map(data_name, torch.uint8, size, shared=False, random=True)
             pool = Pool.from_packed(data, offsets, kind)
+            if kind == "json" and "typed" in m:
+                pool._typed = _typed_copy(folder, m["typed"], where)
         pool._source = str(off_path)
         index = range(n) if len(shape) == 1 else torch.arange(n, dtype=torch.long).reshape(shape)
         return NonTensorStack._from_parts(index, pool, None)

@@ -44,7 +44,9 @@ from .dtypes import dtype_name
 from .fsops import durable_replace, resolve_target
 from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .json_values import _entry_value
+from ..tensorclass.registry import registered_tensorclass
 from .tempdirs import WriterTemp, remove_orphans
+from .typed_copies import column_arrays, write_copy
 
 __all__ = ["StreamWriter"]
 
@@ -282,6 +284,9 @@ class StreamWriter:
         self.path = resolve_target(path)  # through a link: replace the folder it points to
         if self.path.exists() and not self.path.is_dir():
             raise FileExistsError(f"{self.path} exists and is not a folder")
+        cls = tensorclass if isinstance(tensorclass, type) else registered_tensorclass(tensorclass)
+        # JSON columns of a class that asks for them get typed copies at close (typed_copies.py)
+        self.typed = bool(getattr(cls, "_typed_json_copies", False))
         if isinstance(tensorclass, type):
             tensorclass = f"{tensorclass.__module__}.{tensorclass.__qualname__}"
         self.tensorclass = tensorclass
@@ -368,6 +373,13 @@ class StreamWriter:
             value_sums = {}
             for c in self.columns.values():
                 c.record_checksums(value_sums)
+            if self.typed:
+                for m in entries.values():
+                    if m["kind"] == "strings" and m["encoding"] == "json":
+                        data_path, off_path = self.values_dir / m["data"], self.values_dir / m["offsets"]
+                        copy = write_copy(*column_arrays(data_path, off_path), self.values_dir, m["data"], value_sums)
+                        if copy is not None:
+                            m["typed"] = copy
             _meta(self.values_dir, {"_type": "TensorDict", "batch_size": [self.rows], "device": None,
                                     "entries": entries}, value_sums)
             bs = [self.items, -1]

@@ -40,6 +40,7 @@ import torch
 from . import checksum as _checksum
 from .fsops import UPDATE_TEMP_PREFIX, FormatError
 from .dtypes import parse_dtype
+from .typed_copies import registered
 from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .nested_persist import _check_meta, check_sizes
 from .reader import _parse_shape, load
@@ -343,8 +344,33 @@ class _Verifier:
                 i = int(np.searchsorted(off, utf8.bad, side="right")) - 1
                 where_value = f" (value {max(i, 0)})"
             self.bad(data_path, f"invalid UTF-8 at byte {utf8.bad}{where_value}")
+        if "typed" in m:
+            self._typed_copy(folder, m["typed"], sums, where, data_path, off,
+                             kind == "json" and offsets_ok and (utf8 is None or utf8.bad is None))
         del off
         return shape
+
+    def _typed_copy(self, folder: Path, m, sums, where: str, data_path: Path, off, comparable: bool) -> None:
+        """Check a JSON column's typed copy (:mod:`.typed_copies`): its file and checksum, and,
+        when its format is registered and the column itself is sound, that it equals the parse."""
+        if not isinstance(m, dict) or not isinstance(m.get("format"), str):
+            self.bad(folder / "meta.json", f"{where}: 'typed' must be an object with a 'format' and a 'file'")
+            return
+        path = self._file(folder, m.get("file"), None, f"{where}, typed copy")
+        if path is None or not self._read(path, sums):
+            return
+        fmt = registered(m["format"])
+        if fmt is None:
+            self.report.unchecked.append(f"{path} (typed copy in format {m['format']!r}: no installed room reads it)")
+            return
+        if not comparable:
+            return  # the column's own problem is reported; there is nothing sound to compare with
+        size = data_path.stat().st_size
+        data = np.memmap(data_path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
+        blob = np.memmap(path, dtype=np.uint8, mode="c") if path.stat().st_size else np.zeros(0, np.uint8)
+        message = fmt.check(data, np.array(off), blob)
+        if message is not None:
+            self.bad(path, f"{message} ({where}); save the collection again to rewrite it")
 
     def nested(self, folder: Path, m: dict, sums, where: str):
         """Check a nested tensor's sizes and data files; returns ``[count]`` (or None)."""

@@ -25,7 +25,7 @@ import torch
 from ..core import RaggedTensorDict, TensorDict, key_to_filename
 from ..nontensor import NonTensorData, NonTensorStack, to_json_texts
 from ..tensorclass import TensorClass
-from . import checksum as _checksum
+from . import checksum as _checksum, typed_copies as _typed
 from .dtypes import dtype_name
 from .fsops import atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
 from .integrity import FORMAT_NAME, FORMAT_VERSION
@@ -47,6 +47,7 @@ class _Writer:
         self.metas = []  # (folder, meta): written by finish() after the data files
         self.num_threads = num_threads
         self.like = like  # memmap_like: allocate files of the right size, copy nothing
+        self.typed = False  # inside a class that asks for typed copies of its JSON columns
 
     def tensor(self, t: torch.Tensor, path: Path, sums: dict) -> dict:
         t = t.detach()
@@ -106,7 +107,12 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
     if isinstance(obj, TensorClass):
         cls = type(obj)
         meta.update({"_type": "tensorclass", "class": f"{cls.__module__}.{cls.__qualname__}"})
-        inner = _write_collection(obj._storage, folder / "_storage", w)
+        outer = w.typed
+        w.typed = outer or (bool(getattr(cls, "_typed_json_copies", False)) and not w.like)
+        try:
+            inner = _write_collection(obj._storage, folder / "_storage", w)
+        finally:
+            w.typed = outer
         meta["batch_size"] = inner["batch_size"]
         meta["device"] = inner["device"]
         meta["storage"] = "_storage"
@@ -144,12 +150,15 @@ def _collection_or_leaf(value, folder: Path, name: str, w: _Writer, sums: dict, 
     if isinstance(value, NonTensorData):
         return {"kind": "value", "batch_size": list(value.batch_size), "value": _entry_value(value.data, where)}
     if isinstance(value, NonTensorStack):
-        return _write_strings(value, folder, name, where, sums)
+        return _write_strings(value, folder, name, where, sums, typed=w.typed)
     _write_collection(value, folder / name, w)
     return {"kind": "collection", "dir": name}
 
 
-def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, sums: dict) -> dict:
+def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, sums: dict,
+                   typed: bool = False) -> dict:
+    """Write a string column (and, with ``typed``, its typed copy when it holds JSON values:
+    :mod:`.typed_copies`); returns its ``meta.json`` entry."""
     pool = stack._pool
     ids = stack._ids() if stack._idx is None else None
     data_path, off_path = folder / f"{name}.bytes.memmap", folder / f"{name}.offsets.memmap"
@@ -175,7 +184,7 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
         index = err.index if err.index is not None else _first_surrogate(stack)
         what = "a value written into it in memory" if index is None else f"item {index}"
         raise ValueError(f"cannot save {where}: {what} {err.message}") from None
-    return {
+    entry = {
         "kind": "strings",
         "encoding": kind,
         "shape": list(stack.batch_size),
@@ -183,6 +192,13 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
         "data": data_path.name,
         "offsets": off_path.name,
     }
+    if typed and kind == "json":
+        whole = ids is not None and ids == range(len(pool)) and pool.is_packed and not pool._extras
+        copy = _typed.write_copy(*_typed.column_arrays(data_path, off_path), folder, data_path.name, sums,
+                                 reuse=getattr(pool, "_typed", None) if whole else None)
+        if copy is not None:
+            entry["typed"] = copy
+    return entry
 
 
 def _write_values(values: list, data_path: Path, off_path: Path, sums: dict) -> tuple[str, int]:

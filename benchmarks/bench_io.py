@@ -91,18 +91,18 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
             gc.enable()
 
     def first_best(folder, k=5):  # the first to_arrow() of a History just loaded (nothing memoised yet)
-        best = float("inf")
-        for _ in range(k):
-            gc.collect()  # before the load, not between it and the step (see inner_best)
-            gc.disable()
-            try:
+        gc.collect()  # once before the k rounds, none between them (see inner_best)
+        gc.disable()
+        try:
+            best = float("inf")
+            for _ in range(k):
                 h = chatdata.load_memmap(folder)
                 t = time.perf_counter()
                 h.to_arrow()
                 best = min(best, time.perf_counter() - t)
-            finally:
-                gc.enable()
-        return best
+            return best
+        finally:
+            gc.enable()
 
     for name, chats10k in sets.items():
         folder = folders[name]

@@ -23,6 +23,8 @@ Example:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .arrow_columns import tensor_buffer
@@ -101,6 +103,7 @@ def json_text_array(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | N
                                             pa.py_buffer(data), bits, count)
 
 
+@functools.lru_cache(maxsize=256)  # a column's type is asked again at every load (types are hashable)
 def exact_type(t) -> bool:
     """Whether values of Arrow type ``t`` read back as the JSON they came from (struct, list,
     string, int64, bool and null only).

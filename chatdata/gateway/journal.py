@@ -14,6 +14,13 @@ when it forks another, else null), ``shared`` (ids the branch takes from its par
 (the non-generated messages added), ``prompt`` (the prompt ids past what the branch held),
 ``ids`` / ``logprobs`` (sampled), ``message`` (the stored assistant message), ``finish``.
 
+On disk (header ``"version": 2``) the three number lists are packed: ``{"i64le": <base64>}`` for
+``prompt`` and ``ids`` (little-endian int64), ``{"f64le": <base64>}`` for ``logprobs``
+(little-endian float64: every logprob exactly, bit for bit). Writing a float's shortest repr
+took about 0.7 us per sampled token, three quarters of the line's cost; the packed form
+takes a few microseconds per request. :func:`read_journal` unpacks them (and reads the plain
+JSON lists of version 1 logs as they are).
+
 Example:
     >>> import tempfile, pathlib
     >>> j = Journal.create(pathlib.Path(tempfile.mkdtemp()), "s1", durable=False)
@@ -29,11 +36,14 @@ Example:
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
+import sys
 import threading
 import time
 import uuid
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +52,36 @@ from ..td.storage import write_all
 __all__ = ["Journal", "read_journal", "branches_from_journal", "StoredBranch"]
 
 HEADER = "chatdata-gateway-journal"
+VERSION = 2  # 1: number lists as JSON lists; 2: packed (see the module docstring)
+_PACKED = (("prompt", "q", "i64le"), ("ids", "q", "i64le"), ("logprobs", "d", "f64le"))
+_SWAP = sys.byteorder != "little"
+
+
+def _pack(values, code: str) -> str:
+    """``values`` (a list, or a 1-D int64 tensor for ids) as base64 of little-endian machine
+    numbers."""
+    if hasattr(values, "numpy"):  # a tensor slice: its bytes as they are (little-endian machines)
+        arr = array(code, values.numpy().tobytes())
+    else:
+        arr = array(code, values)
+    if _SWAP:
+        arr.byteswap()
+    return base64.b64encode(arr).decode("ascii")
+
+
+def _unpack(value, code: str, tag: str):
+    """The list a packed field holds (a plain list, from a version 1 log, as it is)."""
+    if isinstance(value, list):
+        return value
+    if not isinstance(value, dict) or not isinstance(value.get(tag), str):
+        raise ValueError(f"expected a list or {{{tag!r}: <base64>}}, got {str(value)[:80]}")
+    raw = base64.b64decode(value[tag], validate=True)
+    if len(raw) % 8:
+        raise ValueError(f"{tag}: {len(raw)} bytes is not a whole number of 8-byte values")
+    arr = array(code, raw)
+    if _SWAP:
+        arr.byteswap()
+    return arr.tolist()
 
 
 class Journal:
@@ -59,7 +99,8 @@ class Journal:
         """A new log (nothing is written before its first record)."""
         uid = uuid.uuid4().hex
         j = cls(Path(folder) / f"{uid}.jsonl", session_id, uid, durable)
-        j._header = {"journal": HEADER, "version": 1, "session_id": session_id, "uid": uid, "created": time.time()}
+        j._header = {"journal": HEADER, "version": VERSION, "session_id": session_id, "uid": uid,
+                     "created": time.time()}
         return j
 
     def _write(self, obj: dict) -> None:
@@ -78,8 +119,12 @@ class Journal:
             os.close(fd)
 
     def append(self, record: dict) -> None:
-        """Write one completed request (returns once it is in the file; fsynced when durable)."""
-        self._write(record)
+        """Write one completed request (returns once it is in the file; fsynced when durable);
+        its number lists are packed (see the module docstring)."""
+        line = dict(record)
+        for key, code, tag in _PACKED:
+            line[key] = {tag: _pack(record[key], code)}
+        self._write(line)
 
     def mark_committed(self, shard: str) -> None:
         """Say that shard ``shard`` holds this session (before the manifests name it)."""
@@ -111,11 +156,17 @@ def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
     if head.get("journal") != HEADER or not isinstance(head.get("session_id"), str):
         raise ValueError(f"{path}: not a chatdata gateway session log (bad header line)")
     records = []
-    for obj in out[1:]:
+    for n, obj in enumerate(out[1:], 2):
         if "committed" in obj:
             committed = obj["committed"]
-        else:
-            records.append(obj)
+            continue
+        try:
+            for key, code, tag in _PACKED:
+                if key in obj:
+                    obj[key] = _unpack(obj[key], code, tag)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path}:{n}: bad {key!r} ({err})") from None
+        records.append(obj)
     return head, records, committed
 
 

@@ -147,7 +147,7 @@ class Plan:
     base: int = 0  # ids the branch held before this request (the prompt past them is logged)
     new_raw: list = field(default_factory=list)
     new_norm: list = field(default_factory=list)
-    prompt: list = field(default_factory=list)  # the ids past ``base``: what the log keeps
+    prompt: Any = field(default_factory=list)  # the ids past ``base`` (a 1-D tensor): what the log keeps
     full: PromptIds | None = None  # every id to send
     engine: dict = field(default_factory=dict)
 
@@ -270,7 +270,7 @@ class SessionTable:
         ids = conv.prompt_ids()
         if plan.kind != "extend":
             plan.full = PromptIds(ids)
-        plan.prompt = ids[plan.base:].tolist()
+        plan.prompt = ids[plan.base:]  # a view (the log packs its bytes; nothing appends inside it)
         return plan
 
     def _conversation(self, messages: list, engine: dict) -> Conversation:

@@ -113,3 +113,48 @@ def test_folders_that_cannot_be_used_are_refused(tmp_path):
     bad.write_text(json.dumps({"no": "header"}) + "\n")
     with pytest.raises(ValueError, match="not a chatdata gateway session log"):
         read_journal(bad)
+
+
+# -- the log's packed number lists (journal version 2) ---------------------------------------------
+def test_logged_numbers_come_back_bit_for_bit(tmp_path):
+    import math
+    import struct
+
+    import torch
+
+    lps = [-0.0, -1e-300, -5e-324, -0.1 + 1e-17, -math.inf, -123456.789, -2.0 ** -1074 * 3]
+    ids = [0, 151643, 2 ** 40, 7, 8, 9, 10]
+    j = Journal.create(tmp_path, "s1", durable=False)
+    rec = record(0, torch.tensor([5, 6, 2 ** 33]), ids, "a")
+    rec["logprobs"] = lps
+    j.append(rec)
+    line = json.loads(j.path.read_text().splitlines()[1])
+    assert set(line["logprobs"]) == {"f64le"} and set(line["prompt"]) == {"i64le"}  # packed on disk
+    _, (back,), _ = read_journal(j.path)
+    assert back["prompt"] == [5, 6, 2 ** 33] and back["ids"] == ids
+    assert [struct.pack("<d", x) for x in back["logprobs"]] == [struct.pack("<d", x) for x in lps]
+
+
+def test_a_version_1_log_with_plain_lists_still_reads(tmp_path):
+    path = tmp_path / "old.jsonl"
+    head = {"journal": "chatdata-gateway-journal", "version": 1, "session_id": "s1", "uid": "u", "created": 0}
+    path.write_text(json.dumps(head) + "\n" + json.dumps(record(0, [1, 2], [3, 4], "a")) + "\n")
+    _, (rec,), _ = read_journal(path)
+    assert rec["prompt"] == [1, 2] and rec["ids"] == [3, 4] and rec["logprobs"] == [-0.5, -0.5]
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"f64le": "not base64!"}, r"bad 'logprobs'"),
+    ({"f64le": "AAAA"}, r"3 bytes is not a whole number of 8-byte values"),
+    ({"i64le": "AAAAAAAAAAA="}, r"expected a list or \{'f64le'"),
+    ("[-0.5]", r"expected a list or"),
+], ids=["not-base64", "torn-value", "wrong-tag", "a-string"])
+def test_a_bad_packed_field_names_the_file_and_line(tmp_path, bad, match):
+    j = Journal.create(tmp_path, "s1", durable=False)
+    j.append(record(0, [1], [3], "a"))
+    lines = j.path.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["logprobs"] = bad
+    j.path.write_text(lines[0] + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(ValueError, match=rf"{j.path.name}:2: .*{match}"):
+        read_journal(j.path)

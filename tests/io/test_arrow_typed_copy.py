@@ -197,3 +197,8 @@ def test_streamed_and_sharded_histories_get_copies(tmp_path, no_json_parse):
     assert History.from_arrow(load_memmap(tmp_path / "s").to_arrow()).to_chats() == chats
     ds = chatdata.open_dataset(tmp_path / "d")
     assert History.from_arrow(ds.to_arrow()).to_chats() == chats
+
+
+def test_memmap_like_writes_no_copy(tmp_path):
+    like = History.from_chats(CHATS).memmap_like(tmp_path / "h")
+    assert not list(_values_dir(tmp_path / "h").glob("*.typed.*")) and like.batch_size[0] == len(CHATS)

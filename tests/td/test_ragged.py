@@ -129,3 +129,15 @@ def test_errors():
         r.unbind(1)
     with pytest.raises(ValueError):
         torch.stack([r, r])
+
+
+def test_memmap_like_keeps_the_items_boundaries_and_zeroes_the_values(tmp_path):
+    """memmap_like allocates the values without copying them; the offsets are the stack's shape,
+    so they are written (a zero-filled offsets file used to make the folder unloadable)."""
+    from chatdata import load_memmap
+
+    r = RaggedTensorDict(TensorDict({"x": torch.arange(5.0)}, [5]), torch.tensor([0, 2, 5]))
+    like = r.memmap_like(tmp_path / "r")
+    assert like.offsets.tolist() == [0, 2, 5] and like.values["x"].tolist() == [0.0] * 5
+    back = load_memmap(tmp_path / "r")
+    assert [len(item["x"]) for item in back] == [2, 3]

@@ -49,12 +49,14 @@ class _Writer:
         self.like = like  # memmap_like: allocate files of the right size, copy nothing
         self.typed = False  # inside a class that asks for typed copies of its JSON columns
 
-    def tensor(self, t: torch.Tensor, path: Path, sums: dict) -> dict:
+    def tensor(self, t: torch.Tensor, path: Path, sums: dict, structure: bool = False) -> dict:
+        """Describe ``t`` and queue its file; ``structure`` (a ragged stack's offsets) is written
+        even by ``memmap_like``: it is the shape of the collection, not its data."""
         t = t.detach()
         if t.device.type != "cpu":
             t = t.cpu()
         meta = {"kind": "tensor", "dtype": dtype_name(t.dtype), "shape": list(t.shape), "file": path.name}
-        if self.like:  # no checksum: memmap_like files are meant to be filled in place later
+        if self.like and not structure:  # no checksum: memmap_like files are meant to be filled in place later
             self.jobs.append(lambda: _allocate(path, t.numel() * t.element_size()))
         else:
             self.jobs.append(lambda: _checksum.record(sums, path.name, _write_tensor(t, path)))
@@ -118,7 +120,7 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
         meta["storage"] = "_storage"
     elif isinstance(obj, RaggedTensorDict):
         meta.update({"_type": "ragged", "batch_size": list(obj.batch_size), "device": _dev(obj.device)})
-        meta["offsets"] = w.tensor(obj.offsets, folder / "_offsets.memmap", sums)
+        meta["offsets"] = w.tensor(obj.offsets, folder / "_offsets.memmap", sums, structure=True)
         meta["values"] = _collection_or_leaf(obj.values, folder, "_values", w, sums)
     elif isinstance(obj, TensorDict):
         meta.update({"_type": "TensorDict", "batch_size": list(obj.batch_size), "device": _dev(obj.device)})

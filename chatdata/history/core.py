@@ -112,9 +112,9 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
     tool_responses: list[str] | None = None
     extra: dict | None = None
 
-    # memmap also saves its JSON columns (tool_calls, ...) as typed copies that to_arrow()
-    # reads without parsing (chatdata.td.storage.typed_copies; chatdata.io registers Arrow's)
-    _typed_json_copies = True
+    # memmap also saves these JSON columns as typed copies that to_arrow() reads without
+    # parsing (chatdata.td.storage.typed_copies; chatdata.io registers Arrow's)
+    _typed_json_copies = ("tool_calls", "tool_responses", "extra")
 
     # tensordict keeps a tensorclass's TensorDict in the instance dict as ``_tensordict`` and
     # torchrl code reads ``history.__dict__["_tensordict"]``: History keeps its storage there

@@ -104,6 +104,8 @@ def _null_mask(col, key, got) -> np.ndarray:
         return null_rows(*got)
     if not arr.null_count:
         return np.zeros(len(arr), dtype=bool)
+    if arr.buffers()[0] is None:  # nulls without a bitmap (not what a copy holds): ask Arrow
+        return arr.is_null().to_numpy(zero_copy_only=False)
     bits = np.frombuffer(arr.buffers()[0], dtype=np.uint8)  # the validity bitmap: 1 = not null
     return ~np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
 

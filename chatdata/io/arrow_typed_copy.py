@@ -62,6 +62,17 @@ def make_copy(data: np.ndarray, offsets: np.ndarray):
     return sink.getvalue()
 
 
+def _field_names(pa, t) -> None:
+    """Read every field name of ``t`` (a name that is not UTF-8 raises UnicodeDecodeError here,
+    not later in the caller's hands)."""
+    if pa.types.is_struct(t):
+        for f in t:
+            f.name  # noqa: B018 - decodes it
+            _field_names(pa, f.type)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        _field_names(pa, t.value_type)
+
+
 def read_copy(blob: np.ndarray, n: int):
     """The typed array stored in ``blob`` (a copy's bytes), without copying them; raises
     ``ValueError`` saying what is wrong when it is not a valid copy of ``n`` values.
@@ -79,11 +90,15 @@ def read_copy(blob: np.ndarray, n: int):
             raise ValueError(f"{reader.num_record_batches} record batches, expected 1")
         batch = reader.get_batch(0)
         batch.validate(full=True)
-    except (pa.ArrowException, OSError) as err:
+        names = batch.schema.names
+        t = batch.schema.field(0).type if names else None
+        if t is not None:
+            _field_names(pa, t)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         raise ValueError(f"not an Arrow IPC file ({str(err).splitlines()[0][:200]})") from None
-    if batch.schema.names != ["v"] or not exact_type(batch.schema.field("v").type):
+    if names != ["v"] or pa.types.is_null(t) or not exact_type(t):
         raise ValueError(f"schema {batch.schema.to_string(show_schema_metadata=False)!r} is not one exactly "
-                         "typed field 'v'")
+                         "typed field 'v' (of a type that is not null)")
     if batch.num_rows != n:
         raise ValueError(f"{batch.num_rows} values, the column has {n}")
     return batch.column(0)
@@ -119,27 +134,35 @@ def check_copy(data: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> str |
 def copy_of(stack):
     """The typed array of a loaded 1-D JSON column read from its typed copy (sliced to the rows
     the stack reads), or None when it has none or reads values the copy does not hold (values
-    set in memory, rows out of order).
+    set in memory, rows out of order). The copy is read and validated once per column; every
+    slice of the column slices it.
 
     Example:
         >>> from chatdata import NonTensorStack
         >>> copy_of(NonTensorStack.from_list([{"a": 1}])) is None
         True
     """
+    from .arrow_memo import memo
+
     pool = getattr(stack, "_pool", None)
     typed = getattr(pool, "_typed", None)
     rng = getattr(stack, "_rng", None)
     if typed is None or typed[0] != FORMAT or rng is None or rng.step != 1 or pool._extras:
         return None
     n = pool._n_base()
-    try:
-        arr = read_copy(typed[1].numpy(), n)
-    except ValueError as err:
-        warnings.warn(f"{typed[2]} is not used ({err}); its column is parsed instead. `chatdata verify` "
-                      "checks the folder; saving the collection again rewrites the copy.", stacklevel=3)
-        pool._typed = None  # warned once; the column is parsed from now on
+    arr = memo((pool.data, pool.offsets, 0, n), "typed copy", lambda: _read_or_warn(pool, typed, n))
+    if arr is None:
         return None
     return arr if (rng.start, rng.stop) == (0, n) else arr.slice(rng.start, rng.stop - rng.start)
+
+
+def _read_or_warn(pool, typed, n: int):
+    try:
+        return read_copy(typed[1].numpy(), n)
+    except ValueError as err:
+        warnings.warn(f"{typed[2]} is not used ({err}); its column is parsed instead. `chatdata verify` "
+                      "checks the folder; saving the collection again rewrites the copy.", stacklevel=5)
+        return None
 
 
 register_typed_copy(TypedCopyFormat(FORMAT, ".arrow", make_copy, check_copy))

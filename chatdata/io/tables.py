@@ -38,7 +38,8 @@ MAX_REPORTED = 20
 
 
 def _is_table_file(p: Path) -> bool:
-    return p.suffix.lower() in TABLE_SUFFIXES and not p.name.startswith(".")
+    # a file of a saved chatdata dataset (e.g. a History's typed copy, *.typed.arrow) is not a table
+    return p.suffix.lower() in TABLE_SUFFIXES and not p.name.startswith(".") and not (p.parent / "meta.json").is_file()
 
 
 def is_table_source(path) -> bool:

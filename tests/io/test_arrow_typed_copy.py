@@ -202,3 +202,53 @@ def test_streamed_and_sharded_histories_get_copies(tmp_path, no_json_parse):
 def test_memmap_like_writes_no_copy(tmp_path):
     like = History.from_chats(CHATS).memmap_like(tmp_path / "h")
     assert not list(_values_dir(tmp_path / "h").glob("*.typed.*")) and like.batch_size[0] == len(CHATS)
+
+
+def test_a_folder_with_copies_can_be_saved_over(tmp_path):
+    History.from_chats(CHATS).memmap(tmp_path / "h")
+    other = [[{"role": "user", "content": "new"}]]
+    History.from_chats(other).memmap(tmp_path / "h", existsok=True)
+    assert load_memmap(tmp_path / "h").to_chats() == other and verify(tmp_path / "h").ok
+
+
+def _deep(depth):
+    v = 1
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+def test_a_copy_that_cannot_be_made_never_fails_the_save(tmp_path):
+    """Arrow's IPC writer refuses values nested ~62 deep; the column is saved without its copy."""
+    chats = [[{"role": "assistant", "content": "a", "meta": {"x": _deep(70)}}]] + CHATS
+    with pytest.warns(UserWarning, match=r"'extra': saved without its typed copy \(ArrowInvalid"):
+        History.from_chats(chats).memmap(tmp_path / "h")
+    assert "typed" not in _entry(tmp_path / "h", "extra") and "typed" in _entry(tmp_path / "h")
+    assert History.from_arrow(load_memmap(tmp_path / "h").to_arrow()).to_chats() == chats
+    with pytest.warns(UserWarning, match=r"column 'extra': saved without its typed copy"):
+        with StreamWriter(tmp_path / "s", tensorclass=History) as w:
+            w.append(History.from_chats(chats))
+    assert load_memmap(tmp_path / "s").to_chats() == chats  # nothing the writer accepted is lost
+
+
+def test_saving_again_makes_a_new_copy_when_the_loaded_one_is_damaged(tmp_path):
+    History.from_chats(CHATS).memmap(tmp_path / "h")
+    copy = _values_dir(tmp_path / "h") / "tool_calls.typed.arrow"
+    blob = bytearray(copy.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    copy.write_bytes(bytes(blob))
+    assert not verify(tmp_path / "h").ok
+    load_memmap(tmp_path / "h").memmap(tmp_path / "again", copy_existing=True)  # no to_arrow() before
+    assert verify(tmp_path / "again").ok  # the copy was made anew from the column, not carried over
+
+
+def test_a_copy_of_type_null_is_not_used(tmp_path):
+    History.from_chats(CHATS).memmap(tmp_path / "h")
+    sink = pa.BufferOutputStream()
+    n = _entry(tmp_path / "h")["shape"][0]
+    with pa.ipc.new_file(sink, pa.schema([("v", pa.null())])) as w:
+        w.write_batch(pa.record_batch([pa.nulls(n)], names=["v"]))
+    (_values_dir(tmp_path / "h") / "tool_calls.typed.arrow").write_bytes(sink.getvalue().to_pybytes())
+    with pytest.warns(UserWarning, match=r"is not one exactly typed field 'v'"):
+        got = load_memmap(tmp_path / "h").to_arrow()
+    assert History.from_arrow(got).to_chats() == CHATS

@@ -124,7 +124,8 @@ class Pool:
         self._loader = loader  # maps (data, offsets) on first use: loading opens no file
         self._n = n
         self._source = None  # the file a loaded column comes from (for error messages)
-        # a loaded JSON column's typed copy: (format name, uint8 tensor of its file, its path), or None;
+        # a loaded JSON column's typed copy: (format name, uint8 tensor of its file, its path, its
+        # recorded checksum), or None;
         # it describes the packed base only (chatdata.td.storage.typed_copies)
         self._typed = None
         if values is None and loader is None and (data is None or offsets is None):

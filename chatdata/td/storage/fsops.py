@@ -93,6 +93,7 @@ def resolve_target(path) -> Path:
 
 _OWN_FILES = ("meta.json",)
 _OWN_SUFFIXES = (".memmap",)
+_OWN_MARK = ".typed."  # a JSON column's typed copy: <column>.typed.<format suffix> (typed_copies.py)
 _TD_EXTRA = ("other.pickle", "pickle.pkl")  # tensordict's own files (refused on load, never foreign)
 UPDATE_TEMP_PREFIX = ".meta.json.tmp-"  # what a killed in-place value update may leave (writethrough.py)
 
@@ -110,7 +111,8 @@ def _is_dataset_meta(path: Path) -> bool:
 
 def foreign_entry(folder: Path) -> Path | None:
     """The first path inside ``folder`` that no chatdata or tensordict save writes (a file
-    other than ``meta.json`` / ``*.memmap``, a link, a sub-folder holding such), or None.
+    other than ``meta.json`` / ``*.memmap`` / a typed copy ``*.typed.*``, a link, a sub-folder
+    holding such), or None.
 
     Example:
         >>> import tempfile, pathlib
@@ -128,7 +130,7 @@ def foreign_entry(folder: Path) -> Path | None:
             if entry.is_dir():
                 stack.append(p)
             elif not (entry.name in _OWN_FILES or entry.name in _TD_EXTRA or entry.name.endswith(_OWN_SUFFIXES)
-                      or entry.name.startswith(UPDATE_TEMP_PREFIX)):
+                      or _OWN_MARK in entry.name or entry.name.startswith(UPDATE_TEMP_PREFIX)):
                 return p
     return None
 

@@ -73,9 +73,10 @@ def _map_random(path: Path, dtype: torch.dtype, numel: int) -> torch.Tensor:
         return torch.frombuffer(mm, dtype=dtype, count=numel)  # keeps ``mm`` alive
 
 
-def _typed_copy(folder: Folder, m, where: str):
-    """``(format name, mapped uint8 tensor, file path)`` of a column's typed copy (:mod:`.typed_copies`),
-    or None when no room registered its format (a copy is only a cache)."""
+def _typed_copy(folder: Folder, m, where: str, sums):
+    """``(format name, mapped uint8 tensor, file path, recorded checksum or None)`` of a column's
+    typed copy (:mod:`.typed_copies`), or None when no room registered its format (a copy is
+    only a cache)."""
     if not isinstance(m, dict) or not isinstance(m.get("format"), str):
         raise FormatError(f"{where}: 'typed' must be an object with a 'format' and a 'file', got {m!r}")
     if registered(m["format"]) is None:
@@ -84,7 +85,8 @@ def _typed_copy(folder: Folder, m, where: str):
     if not folder.is_file(name):
         raise FormatError(f"{where}: typed copy {folder.path / name} is missing")
     size = folder.size(name)
-    return m["format"], folder.map(name, torch.uint8, size, shared=False)[0], str(folder.path / name)
+    recorded = sums.get(name) if isinstance(sums, dict) else None
+    return m["format"], folder.map(name, torch.uint8, size, shared=False)[0], str(folder.path / name), recorded
 
 
 class _Reader:
@@ -118,7 +120,7 @@ class _Reader:
         t = MemoryMappedTensor(flat.view(shape), filename=folder.path / name)
         return t if self.device is None or self.device.type == "cpu" else t.to(self.device)
 
-    def strings(self, folder: Folder, m: dict, where: str):
+    def strings(self, folder: Folder, m: dict, where: str, sums=None):
         try:
             shape = _parse_shape(m["shape"], where)
             kind = m.get("encoding", "str")
@@ -160,19 +162,19 @@ class _Reader:
             data, _ = folder.map(data_name, torch.uint8, size, shared=False, random=True)
             pool = Pool.from_packed(data, offsets, kind)
             if kind == "json" and "typed" in m:
-                pool._typed = _typed_copy(folder, m["typed"], where)
+                pool._typed = _typed_copy(folder, m["typed"], where, sums)
         pool._source = str(off_path)
         index = range(n) if len(shape) == 1 else torch.arange(n, dtype=torch.long).reshape(shape)
         return NonTensorStack._from_parts(index, pool, None)
 
-    def entry(self, folder: Folder, m, where: str, key=None):
+    def entry(self, folder: Folder, m, where: str, key=None, sums=None):
         if not isinstance(m, dict) or "kind" not in m:
             raise FormatError(f"{where}: entry description must be an object with a 'kind'")
         kind = m["kind"]
         if kind == "tensor":
             return self.tensor(folder, m, where)
         if kind == "strings":
-            return self.strings(folder, m, where)
+            return self.strings(folder, m, where, sums)
         if kind == "nested":
             return load_nested(folder, m, where, meta_device=self.meta_device, fake=self.fake)
         if kind == "value":
@@ -205,7 +207,8 @@ class _Reader:
             entries = meta.get("entries")
             if not isinstance(entries, dict):
                 raise FormatError(f"{where}: 'entries' must be an object")
-            values = {k: self.entry(folder, m, f"{where} entry {k!r}", k) for k, m in entries.items()}
+            sums = meta.get("checksums")
+            values = {k: self.entry(folder, m, f"{where} entry {k!r}", k, sums) for k, m in entries.items()}
             bs = _parse_shape(meta.get("batch_size", []), where, "batch_size")
             device = self.device
             if self.fake:

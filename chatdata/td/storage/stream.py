@@ -286,7 +286,7 @@ class StreamWriter:
             raise FileExistsError(f"{self.path} exists and is not a folder")
         cls = tensorclass if isinstance(tensorclass, type) else registered_tensorclass(tensorclass)
         # JSON columns of a class that asks for them get typed copies at close (typed_copies.py)
-        self.typed = bool(getattr(cls, "_typed_json_copies", False))
+        self.typed = frozenset(getattr(cls, "_typed_json_copies", ()))
         if isinstance(tensorclass, type):
             tensorclass = f"{tensorclass.__module__}.{tensorclass.__qualname__}"
         self.tensorclass = tensorclass
@@ -373,13 +373,13 @@ class StreamWriter:
             value_sums = {}
             for c in self.columns.values():
                 c.record_checksums(value_sums)
-            if self.typed:
-                for m in entries.values():
-                    if m["kind"] == "strings" and m["encoding"] == "json":
-                        data_path, off_path = self.values_dir / m["data"], self.values_dir / m["offsets"]
-                        copy = write_copy(*column_arrays(data_path, off_path), self.values_dir, m["data"], value_sums)
-                        if copy is not None:
-                            m["typed"] = copy
+            for key, m in entries.items():
+                if key in self.typed and m["kind"] == "strings" and m["encoding"] == "json":
+                    data_path, off_path = self.values_dir / m["data"], self.values_dir / m["offsets"]
+                    copy = write_copy(*column_arrays(data_path, off_path), self.values_dir, m["data"], value_sums,
+                                      where=f"column {key!r}")
+                    if copy is not None:
+                        m["typed"] = copy
             _meta(self.values_dir, {"_type": "TensorDict", "batch_size": [self.rows], "device": None,
                                     "entries": entries}, value_sums)
             bs = [self.items, -1]

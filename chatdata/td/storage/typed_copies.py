@@ -2,22 +2,28 @@
 
 A string column of JSON texts (``"encoding": "json"``, e.g. a History's ``tool_calls``) is what
 the format keeps; reading it into a columnar library means parsing every value again. A
-collection class may ask the writer for a *typed copy* of its JSON columns (the class attribute
-``_typed_json_copies = True``, which :class:`chatdata.History` sets): the writer hands the
-column's packed bytes to the registered format's ``make``, and writes what it returns next to
-the column, with its checksum, as the column's ``"typed"`` field (``docs/format.md``):
+tensorclass may ask the writer for a *typed copy* of some of its JSON columns by naming them
+in the class attribute ``_typed_json_copies`` (:class:`chatdata.History`: ``tool_calls``,
+``tool_responses``, ``extra``, the columns its ``to_arrow()`` reads typed): the writer hands
+the column's packed bytes to the registered format's ``make``, and writes what it returns next
+to the column, with its checksum, as the column's ``"typed"`` field (``docs/format.md``). Its
+file is ``<column>.typed<format suffix>``; a save over the folder counts it as the dataset's
+own file:
 
     "typed": {"format": "arrow-ipc", "file": "tool_calls.typed.arrow"}
 
 The format itself lives in a higher room (:mod:`chatdata.io.arrow_typed_copy` registers Arrow's
 IPC file format), so td/ depends on no columnar library. A typed copy is only ever a cache:
 
-- ``make`` returns None when the values cannot be typed exactly; no copy is written then;
+- ``make`` returns None when the values cannot be typed exactly; no copy is written then, nor
+  when ``make`` fails (a warning says why: the save itself never fails for its copy);
 - the reader maps the file when the column is loaded (the column and its copy come from the
   same save, even if the folder is saved over later) and hands it to the column's pool
   (``pool._typed``); a format no registered room knows is ignored;
 - a loaded column that changed in memory keeps its values apart (an overflow list), so its
-  copy still describes the bytes it was made from, and readers use it only for those;
+  copy still describes the bytes it was made from, and readers use it only for those; saving
+  an unchanged loaded column writes its copy's bytes again when they still hash to the
+  checksum its folder recorded, and makes a new copy otherwise;
 - ``chatdata verify`` checks the copy's checksum and, with the format registered, that it
   equals what parsing the column gives.
 
@@ -120,25 +126,38 @@ def column_arrays(data_path: Path, off_path: Path) -> tuple[np.ndarray, np.ndarr
 
 
 def write_copy(data: np.ndarray, offsets: np.ndarray, folder: Path, column_file: str, sums: dict,
-               reuse=None) -> dict | None:
+               reuse=None, where: str = "a JSON column") -> dict | None:
     """Make the active format's typed copy of a packed JSON column and write it to ``folder``
     (its checksum into ``sums``); returns the column's ``"typed"`` field, or None when no
     format is registered or the values cannot be typed exactly. ``reuse`` is the column's copy
-    as loaded (``(format name, uint8 tensor)``), written as it is when the column is unchanged.
+    as loaded (``(format name, uint8 tensor, path, recorded checksum)``): written as it is when
+    the column is unchanged and the copy's bytes still hash to the checksum its folder recorded
+    (a damaged copy is made anew). A copy is a cache: when making it fails, a warning says so
+    and the save goes on without it.
 
     Example:
         >>> import tempfile
         >>> write_copy(np.zeros(0, np.uint8), np.zeros(1, np.int64), Path(tempfile.mkdtemp()), "c.bytes.memmap", {})
     """
+    import warnings
+
     from . import checksum as _checksum
 
     fmt = active()
     if fmt is None:
         return None
-    if reuse is not None and reuse[0] == fmt.name:
-        blob = reuse[1].numpy()
-    else:
-        blob = fmt.make(data, offsets)
+    blob = None
+    if reuse is not None and reuse[0] == fmt.name and reuse[3] is not None:
+        old = reuse[1].numpy()
+        if _checksum.checksum_bytes(old) == reuse[3]:
+            blob = old
+    if blob is None:
+        try:
+            blob = fmt.make(data, offsets)
+        except Exception as err:  # noqa: BLE001 - any failure of a cache must leave the save whole
+            warnings.warn(f"{where}: saved without its typed copy ({type(err).__name__}: {err}); to_arrow() "
+                          "parses the column instead", stacklevel=2)
+            return None
         if blob is None:
             return None
     name = copy_file_name(column_file, fmt)

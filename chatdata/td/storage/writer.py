@@ -47,7 +47,7 @@ class _Writer:
         self.metas = []  # (folder, meta): written by finish() after the data files
         self.num_threads = num_threads
         self.like = like  # memmap_like: allocate files of the right size, copy nothing
-        self.typed = False  # inside a class that asks for typed copies of its JSON columns
+        self.typed = frozenset()  # inside a class that asks for typed copies: the JSON columns it names
 
     def tensor(self, t: torch.Tensor, path: Path, sums: dict, structure: bool = False) -> dict:
         """Describe ``t`` and queue its file; ``structure`` (a ragged stack's offsets) is written
@@ -110,7 +110,8 @@ def _write_collection(obj, folder: Path, w: _Writer) -> dict:
         cls = type(obj)
         meta.update({"_type": "tensorclass", "class": f"{cls.__module__}.{cls.__qualname__}"})
         outer = w.typed
-        w.typed = outer or (bool(getattr(cls, "_typed_json_copies", False)) and not w.like)
+        if not w.like:
+            w.typed = outer | frozenset(getattr(cls, "_typed_json_copies", ()))
         try:
             inner = _write_collection(obj._storage, folder / "_storage", w)
         finally:
@@ -152,7 +153,7 @@ def _collection_or_leaf(value, folder: Path, name: str, w: _Writer, sums: dict, 
     if isinstance(value, NonTensorData):
         return {"kind": "value", "batch_size": list(value.batch_size), "value": _entry_value(value.data, where)}
     if isinstance(value, NonTensorStack):
-        return _write_strings(value, folder, name, where, sums, typed=w.typed)
+        return _write_strings(value, folder, name, where, sums, typed=key in w.typed)
     _write_collection(value, folder / name, w)
     return {"kind": "collection", "dir": name}
 
@@ -197,7 +198,7 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
     if typed and kind == "json":
         whole = ids is not None and ids == range(len(pool)) and pool.is_packed and not pool._extras
         copy = _typed.write_copy(*_typed.column_arrays(data_path, off_path), folder, data_path.name, sums,
-                                 reuse=getattr(pool, "_typed", None) if whole else None)
+                                 reuse=getattr(pool, "_typed", None) if whole else None, where=where)
         if copy is not None:
             entry["typed"] = copy
     return entry

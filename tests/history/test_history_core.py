@@ -5,6 +5,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from chatdata import load_memmap
 from chatdata.history import ContentBase, History
 
 CHATS = [
@@ -284,3 +285,18 @@ def test_conversation_offsets_and_message_columns(tmp_path):
     assert g.message_column("content").value_nbytes().tolist() == [1, 3, 1]
     with pytest.raises(KeyError, match="no column"):
         h.message_column("nope")
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["in-memory", "loaded"])
+def test_an_empty_slice_saves_and_loads_back(tmp_path, loaded):
+    """An empty pick of a JSON column keeps its kind: it used to be saved as a str column, which
+    the History schema check then refused on load."""
+    chats = [[{"role": "user", "content": "a", "is_complete": False}],
+             [{"role": "assistant", "content": "b", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]}]]
+    h = History.from_chats(chats)
+    if loaded:
+        h.memmap(tmp_path / "h")
+        h = load_memmap(tmp_path / "h")
+    for k, sl in enumerate((slice(1, 1), slice(0, 0), slice(2, 2))):
+        h[sl].memmap(tmp_path / f"e{k}", copy_existing=True)
+        assert load_memmap(tmp_path / f"e{k}").to_chats() == []

@@ -170,3 +170,16 @@ def test_jsonl_import_with_shard_size(tmp_path, cli):
     assert res.returncode == 0, res.stderr
     assert open_dataset(tmp_path / "sh").num_shards == 3
     assert len(list((tmp_path / "sh" / "shards").iterdir())) == 3  # the replaced shards are gone
+
+
+def test_a_folder_of_saved_histories_is_not_a_table_source(tmp_path):
+    """A History's typed copies are Arrow files (*.typed.arrow) inside its dataset folder; a
+    folder holding saved datasets is still no Parquet/Arrow source for `chatdata import`."""
+    from chatdata.cli import main
+    from chatdata.io.tables import is_table_source
+
+    chats = [[{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]}]]
+    chatdata.History.from_chats(chats).memmap(tmp_path / "runs" / "h")
+    assert list((tmp_path / "runs").rglob("*.typed.arrow"))
+    assert not is_table_source(tmp_path / "runs") and not is_table_source(tmp_path)
+    assert main(["import", str(tmp_path / "runs"), str(tmp_path / "out")]) == 1

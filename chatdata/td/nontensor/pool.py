@@ -260,6 +260,10 @@ class Pool:
         values = list(self._list) if ids is None and self._list is not None else (
             self.take(range(len(self))) if ids is None else self.take(ids.reshape(-1).tolist())
         )
+        if not values:  # no value to tell: an empty pick keeps the column's kind (json stays json)
+            kind = self.kind if self._list is None else (
+                "str" if all(type(v) is str for v in (*self._list, *self._extras)) else "json")
+            return Pool.from_packed(torch.zeros(0, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64), kind)
         if all(type(v) is str for v in values):
             data, offsets = pack_strings(values)
             return Pool.from_packed(data, offsets, "str")

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -90,8 +91,38 @@ def _quiet_torch_logs() -> None:
     logging.getLogger("torch.fx._symbolic_trace").setLevel(logging.ERROR)
 
 
+_PROCESS_LOGGERS = ("transformers", "torch.fx._symbolic_trace")  # what commands quiet
+_PROCESS_ENV = ("TOKENIZERS_PARALLELISM",)  # what loading a tokenizer sets
+
+
+@contextlib.contextmanager
+def _process_state_kept():
+    """Give back the environment variables and logger levels a command changes for its own
+    run, so that ``main([...])`` called from Python leaves its caller's process as it was."""
+    import logging
+
+    env = {k: os.environ.get(k) for k in _PROCESS_ENV}
+    levels = {name: logging.getLogger(name).level for name in _PROCESS_LOGGERS}
+    try:
+        yield
+    finally:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
 def main(argv=None) -> int:
-    """Run the command with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    """Run the command with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+    Called from Python, it leaves the process's environment and logger levels as they were."""
+    with _process_state_kept():
+        return _main(argv)
+
+
+def _main(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -169,3 +169,24 @@ def test_console_script_entry_point(capsys):
     assert eps[0].load() is main
     assert main(["info", "/nonexistent/ds"]) == 1
     assert "no such dataset" in capsys.readouterr().err
+
+
+def test_main_called_from_python_leaves_the_process_as_it_was(tmp_path, sample_ds, monkeypatch):
+    """A command quiets transformers' logs and lets the tokenizer use its threads for its own run;
+    main() called in-process gives both back (a caller's later batch encodes keep their setting)."""
+    import logging
+    import os
+
+    from chatdata.cli import main
+
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    logging.getLogger("transformers").setLevel(logging.INFO)
+    try:
+        assert main(["tokenize", str(sample_ds), str(tmp_path / "tok"), "-q"]) == 0
+        assert "TOKENIZERS_PARALLELISM" not in os.environ
+        assert logging.getLogger("transformers").level == logging.INFO
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+        assert main(["tokenize", str(sample_ds), str(tmp_path / "tok2"), "-q"]) == 0
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    finally:
+        logging.getLogger("transformers").setLevel(logging.NOTSET)

@@ -67,12 +67,14 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
 
     print("(a) memmapped History -> Arrow (zero-copy) vs datasets.Dataset.from_list, sides alternated")
     sample = load_sample_chats()
-    sets = {"synthetic": chats[:10_000], "sample": (sample * (10_000 // len(sample) + 1))[:10_000]}
-    sizes = sorted({n for n in (10_000, len(chats)) if n <= len(chats)})
+    base = min(10_000, len(chats))  # 10k, or every chat of a smaller --n (a smoke run)
+    peer = f"from_list({base // 1000}k)" if base % 1000 == 0 else f"from_list({base})"
+    sets = {"synthetic": chats[:base], "sample": (sample * (base // len(sample) + 1))[:base]}
+    sizes = sorted({base, len(chats)})
     for n in sizes:
         chatdata.History.from_chats(chats[:n]).memmap(tmp / f"mm{n}")
     chatdata.History.from_chats(sets["sample"]).memmap(tmp / "sample")
-    folders = {"synthetic": tmp / "mm10000", "sample": tmp / "sample"}
+    folders = {"synthetic": tmp / f"mm{base}", "sample": tmp / "sample"}
 
     def inner_best(fn, k=5):  # a ~ms step: one scheduler hiccup on a shared machine would dominate
         # one collection before the k calls, none between them (as timeit does): a gc.collect()
@@ -127,10 +129,10 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
 
         def show(label, key, target=""):
             sp = spread[key]
-            row(label, best[key], best["from_list"], "from_list(10k)")
+            row(label, best[key], best["from_list"], peer)
             print(f"  {'':<52s} per round {sp[0]:.0f}-{sp[-1]:.0f}x {target}")
 
-        print(f"  [{name} set, 10,000 conversations]")
+        print(f"  [{name} set, {base:,} conversations]")
         show("to_arrow() of a loaded History (typed)", "to_arrow", "(target: <= 0.2 ms, >= 100x)")
         show("to_arrow(json='text') of a loaded History", "to_arrow_text")
         show("first to_arrow() after load_memmap (typed)", "first", "(target: <= 0.2 ms, >= 100x)")
@@ -138,10 +140,10 @@ def bench_to_arrow(chats, tmp: Path, repeat: int):
         for n in sizes[1:]:
             if f"load_{n}" in best:
                 row(f"load_memmap(path).to_arrow(), {n:,} conversations", best[f"load_{n}"], best["from_list"],
-                    "from_list(10k)")
-                print(f"  O(1) check: {n:,} / 10,000 conversations time ratio = "
+                    peer)
+                print(f"  O(1) check: {n:,} / {base:,} conversations time ratio = "
                       f"{best[f'load_{n}'] / best['load_to_arrow']:.2f}")
-        row("datasets.Dataset.from_list, 10,000 conversations", best["from_list"])
+        row(f"datasets.Dataset.from_list, {base:,} conversations", best["from_list"])
         for label, k in (("to_arrow", "to_arrow"), ("first to_arrow after load", "first")):
             r = best["from_list"] / best[k]
             print(f"  TARGET {label} <= 0.2 ms and >= 100x from_list: "

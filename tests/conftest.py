@@ -31,7 +31,7 @@ def pytest_configure(config):
 # first, so these would come last and leave one worker alone at the end; they start first instead.
 LONG_FILES = ("tests/matrix/test_matrix.py", "tests/cli/test_readme.py", "tests/gateway/test_gateway_e2e.py",
               "tests/io/test_io_ray.py", "tests/test_examples.py", "tests/train/test_example_train_sft.py",
-              "tests/test_notebook.py", "tests/view/test_html_in_chromium.py")
+              "tests/test_notebook.py", "tests/view/test_html_in_chromium.py", "tests/test_benchmarks_run.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent without it (or with -p no:xdist)

@@ -95,6 +95,23 @@ class Journal:
         self._lock = threading.Lock()  # appends come from worker threads: one at a time, header first
 
     @classmethod
+    def reopen(cls, path: Path, session_id: str, uid: str, durable: bool = True) -> "Journal":
+        """The log of a session resumed from ``path``, to append to. A line torn by a kill (the
+        file does not end with a newline) is cut off first: it was never answered, and a record
+        appended behind it would make one garbled line of both.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> p = pathlib.Path(tempfile.mkdtemp()) / "s.jsonl"
+            >>> _ = p.write_bytes(b'{"journal": 1}\n{"b": 0, "pro')
+            >>> _ = Journal.reopen(p, "s1", "u", durable=False)
+            >>> p.read_bytes()
+            b'{"journal": 1}\n'
+        """
+        _cut_torn_tail(Path(path), durable)
+        return cls(Path(path), session_id, uid, durable)
+
+    @classmethod
     def create(cls, folder: Path, session_id: str, durable: bool = True) -> "Journal":
         """A new log (nothing is written before its first record)."""
         uid = uuid.uuid4().hex
@@ -129,6 +146,28 @@ class Journal:
     def mark_committed(self, shard: str) -> None:
         """Say that shard ``shard`` holds this session (before the manifests name it)."""
         self._write({"committed": shard})
+
+
+def _cut_torn_tail(path: Path, durable: bool) -> None:
+    """Truncate ``path`` after its last newline (nothing when it ends with one)."""
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        end, step = size, 1 << 16
+        while end > 0:
+            start = max(0, end - step)
+            f.seek(start)
+            chunk = f.read(end - start)
+            if start + len(chunk) == size and chunk.endswith(b"\n"):
+                return  # whole
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                f.truncate(start + nl + 1)
+                break
+            end = start
+        else:
+            f.truncate(0)
+        if durable:
+            os.fsync(f.fileno())
 
 
 def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
@@ -207,6 +246,8 @@ def branches_from_journal(records: list[dict]) -> list[StoredBranch]:
             branches[b] = sb
         sb = branches[b]
         prompt, ids = r["prompt"], r["ids"]
+        if len(r["logprobs"]) != len(ids):
+            raise ValueError(f"record {n}: {len(r['logprobs'])} logprobs for {len(ids)} sampled ids")
         sb.messages += r.get("messages", [])
         sb.messages.append(r["message"])
         sb.ids += prompt + ids  # own lists (slices of the parent's when forked): O(new ids)

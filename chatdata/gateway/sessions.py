@@ -347,7 +347,7 @@ class SessionTable:
     def resume(self, path: Path, head: dict, records: list[dict]) -> Session:
         """Rebuild an open session from its log (``records`` replayed through the same steps as
         live requests); raises ValueError when the replayed prompts differ from the logged ones."""
-        s = Session(head["session_id"], Journal(Path(path), head["session_id"], head["uid"], self.durable))
+        s = Session(head["session_id"], Journal.reopen(Path(path), head["session_id"], head["uid"], self.durable))
         for n, r in enumerate(records):
             b = r["b"]
             if b < len(s.branches) and s.branches[b] is not None:

@@ -193,7 +193,7 @@ class SessionStore:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
         for path, head in used:
-            Journal(path, head["session_id"], head["uid"], self.durable).mark_committed(name)
+            Journal.reopen(path, head["session_id"], head["uid"], self.durable).mark_committed(name)
         entry = [{"path": f"{SHARDS}/{name}", "items": len(rows)}]
         commit_shards(self.out / TOKENS, entry, "tokens")
         commit_shards(self.out / BRANCHES, entry, "TensorDict")

@@ -158,3 +158,29 @@ def test_a_bad_packed_field_names_the_file_and_line(tmp_path, bad, match):
     j.path.write_text(lines[0] + "\n" + json.dumps(rec) + "\n")
     with pytest.raises(ValueError, match=rf"{j.path.name}:2: .*{match}"):
         read_journal(j.path)
+
+
+def test_a_log_torn_by_a_kill_is_cut_before_the_resumed_session_appends(tmp_path):
+    """The torn line was never answered; a record appended right behind it used to make one
+    garbled line of both, and the next start refused the whole log."""
+    from chatdata.gateway.journal import branches_from_journal
+
+    j = Journal.create(tmp_path, "s1", durable=False)
+    j.append(record(0, [1, 2], [3, 4], "a"))
+    with open(j.path, "ab") as f:
+        f.write(b'{"b":0,"parent":null,"shared":0,"messages":[],"prompt":{"i64le":"AAA')  # a kill mid-write
+    head, records, _ = read_journal(j.path)
+    assert len(records) == 1
+    again = Journal.reopen(j.path, head["session_id"], head["uid"], durable=False)
+    again.append(record(0, [5], [6], "b"))
+    _, records, _ = read_journal(j.path)
+    assert [b.ids for b in branches_from_journal(records)] == [[1, 2, 3, 4, 5, 6]]
+
+
+def test_a_record_whose_logprobs_do_not_match_its_ids_is_a_clear_error(tmp_path):
+    from chatdata.gateway.journal import branches_from_journal
+
+    rec = record(0, [1, 2], [3, 4], "a")
+    rec["logprobs"] = [-0.5] * 3
+    with pytest.raises(ValueError, match=r"record 0: 3 logprobs for 2 sampled ids"):
+        branches_from_journal([rec])

@@ -103,10 +103,10 @@ class Journal:
         Example:
             >>> import tempfile, pathlib
             >>> p = pathlib.Path(tempfile.mkdtemp()) / "s.jsonl"
-            >>> _ = p.write_bytes(b'{"journal": 1}\n{"b": 0, "pro')
+            >>> _ = p.write_bytes(b'{"journal": 1}\\n{"b": 0, "pro')
             >>> _ = Journal.reopen(p, "s1", "u", durable=False)
             >>> p.read_bytes()
-            b'{"journal": 1}\n'
+            b'{"journal": 1}\\n'
         """
         _cut_torn_tail(Path(path), durable)
         return cls(Path(path), session_id, uid, durable)

@@ -251,7 +251,10 @@ def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_to
         if backend is None:
             port_file = tmp / "echo.port"
             procs.append(subprocess.Popen([sys.executable, __file__, "--echo-backend", str(port_file), "--words", str(n_words)]))
+            deadline = time.monotonic() + 120
             while not port_file.exists() or not port_file.read_text():
+                if procs[-1].poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"bench_gateway: the echo backend did not start (exit {procs[-1].poll()})")
                 time.sleep(0.1)
             echo = f"http://127.0.0.1:{port_file.read_text()}"
         else:

@@ -103,6 +103,7 @@ def _process_state_kept():
 
     env = {k: os.environ.get(k) for k in _PROCESS_ENV}
     levels = {name: logging.getLogger(name).level for name in _PROCESS_LOGGERS}
+    fresh_transformers = "transformers" not in sys.modules  # its import sets its own default level
     try:
         yield
     finally:
@@ -112,12 +113,29 @@ def _process_state_kept():
             else:
                 os.environ[k] = v
         for name, level in levels.items():
+            if name == "transformers" and fresh_transformers and "transformers" in sys.modules:
+                level = _transformers_default_level(level)
             logging.getLogger(name).setLevel(level)
+
+
+def _transformers_default_level(fallback: int) -> int:
+    """The level transformers gives its logger when imported (TRANSFORMERS_VERBOSITY, else
+    WARNING): what the process would have without the command."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        return hf_logging._get_default_logging_level()
+    except (ImportError, AttributeError):
+        import logging
+
+        return logging.WARNING if fallback == logging.NOTSET else fallback
 
 
 def main(argv=None) -> int:
     """Run the command with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
-    Called from Python, it leaves the process's environment and logger levels as they were."""
+    Called from Python, it gives back ``TOKENIZERS_PARALLELISM`` and the transformers and
+    torch.fx logger levels as they were (process-wide state: two commands run at once in
+    threads of one process, e.g. ``serve`` in a thread, may give them back in either order)."""
     with _process_state_kept():
         return _main(argv)
 

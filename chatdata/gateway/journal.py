@@ -60,8 +60,10 @@ _SWAP = sys.byteorder != "little"
 def _pack(values, code: str) -> str:
     """``values`` (a list, or a 1-D int64 tensor for ids) as base64 of little-endian machine
     numbers."""
-    if hasattr(values, "numpy"):  # a tensor slice: its bytes as they are (little-endian machines)
-        arr = array(code, values.numpy().tobytes())
+    if hasattr(values, "numpy"):  # a tensor: its bytes, as int64 / float64
+        import torch
+
+        arr = array(code, values.to(torch.int64 if code == "q" else torch.float64).contiguous().numpy().tobytes())
     else:
         arr = array(code, values)
     if _SWAP:
@@ -170,6 +172,25 @@ def _cut_torn_tail(path: Path, durable: bool) -> None:
             os.fsync(f.fileno())
 
 
+_MAX_ID = 2 ** 31  # token ids are vocabulary indices: a larger or negative one is a damaged line
+
+
+def _check_record(r: dict) -> None:
+    """Raise ValueError when a record cannot be a completed request: ids that are not
+    vocabulary indices, no sampled id, or not one logprob per sampled id."""
+    for field in ("prompt", "ids"):
+        ids = r.get(field)
+        if not isinstance(ids, list) or any(type(i) is not int for i in ids):
+            raise ValueError(f"'{field}' must be a list of integers")
+        if ids and (min(ids) < 0 or max(ids) >= _MAX_ID):
+            raise ValueError(f"'{field}' holds an id outside [0, 2**31): the line is damaged")
+    if not r["ids"]:
+        raise ValueError("'ids' is empty: a completed request sampled at least one id")
+    lps = r.get("logprobs")
+    if not isinstance(lps, list) or len(lps) != len(r["ids"]):
+        raise ValueError(f"'logprobs' must hold one value per sampled id ({len(r['ids'])})")
+
+
 def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
     """``(header, records, committed shard or None)`` of a log file; a torn last line is
     skipped, any other bad line raises ValueError naming the file and line."""
@@ -194,6 +215,10 @@ def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
     head = out[0]
     if head.get("journal") != HEADER or not isinstance(head.get("session_id"), str):
         raise ValueError(f"{path}: not a chatdata gateway session log (bad header line)")
+    version = head.get("version", 1)
+    if not isinstance(version, int) or version > VERSION:
+        raise ValueError(f"{path}: session log version {version!r} is newer than this chatdata reads ({VERSION}); "
+                         "upgrade chatdata (logs are not readable by older versions)")
     records = []
     for n, obj in enumerate(out[1:], 2):
         if "committed" in obj:
@@ -202,9 +227,13 @@ def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
         try:
             for key, code, tag in _PACKED:
                 if key in obj:
-                    obj[key] = _unpack(obj[key], code, tag)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"{path}:{n}: bad {key!r} ({err})") from None
+                    try:
+                        obj[key] = _unpack(obj[key], code, tag)
+                    except (ValueError, TypeError) as err:
+                        raise ValueError(f"bad {key!r} ({err})") from None
+            _check_record(obj)
+        except ValueError as err:
+            raise ValueError(f"{path}:{n}: {err}") from None
         records.append(obj)
     return head, records, committed
 

@@ -30,6 +30,8 @@ Example:
 """
 from __future__ import annotations
 
+import warnings
+
 from pathlib import Path
 
 import torch
@@ -75,8 +77,11 @@ def _open(out: Path) -> list[tuple[str, dict]]:
     for path in sorted((out / JOURNAL).glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
         try:
             head, records, committed = read_journal(path)
-        except (OSError, ValueError):
-            continue  # being written or removed right now
+        except OSError:
+            continue  # removed right now (committed)
+        except ValueError as err:  # a damaged log (a line being written is skipped, not an error)
+            warnings.warn(f"an open session's log is left out: {err}", stacklevel=3)
+            continue
         if committed is not None:
             continue
         branches = branches_from_journal(records)

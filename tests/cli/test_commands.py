@@ -180,6 +180,7 @@ def test_main_called_from_python_leaves_the_process_as_it_was(tmp_path, sample_d
     from chatdata.cli import main
 
     monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    before = logging.getLogger("transformers").level
     logging.getLogger("transformers").setLevel(logging.INFO)
     try:
         assert main(["tokenize", str(sample_ds), str(tmp_path / "tok"), "-q"]) == 0
@@ -189,4 +190,4 @@ def test_main_called_from_python_leaves_the_process_as_it_was(tmp_path, sample_d
         assert main(["tokenize", str(sample_ds), str(tmp_path / "tok2"), "-q"]) == 0
         assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
     finally:
-        logging.getLogger("transformers").setLevel(logging.NOTSET)
+        logging.getLogger("transformers").setLevel(before)

@@ -123,15 +123,15 @@ def test_logged_numbers_come_back_bit_for_bit(tmp_path):
     import torch
 
     lps = [-0.0, -1e-300, -5e-324, -0.1 + 1e-17, -math.inf, -123456.789, -2.0 ** -1074 * 3]
-    ids = [0, 151643, 2 ** 40, 7, 8, 9, 10]
+    ids = [0, 151643, 2 ** 31 - 1, 7, 8, 9, 10]
     j = Journal.create(tmp_path, "s1", durable=False)
-    rec = record(0, torch.tensor([5, 6, 2 ** 33]), ids, "a")
+    rec = record(0, torch.tensor([5, 6, 2 ** 31 - 2], dtype=torch.int32), ids, "a")  # int32: packed as int64
     rec["logprobs"] = lps
     j.append(rec)
     line = json.loads(j.path.read_text().splitlines()[1])
     assert set(line["logprobs"]) == {"f64le"} and set(line["prompt"]) == {"i64le"}  # packed on disk
     _, (back,), _ = read_journal(j.path)
-    assert back["prompt"] == [5, 6, 2 ** 33] and back["ids"] == ids
+    assert back["prompt"] == [5, 6, 2 ** 31 - 2] and back["ids"] == ids
     assert [struct.pack("<d", x) for x in back["logprobs"]] == [struct.pack("<d", x) for x in lps]
 
 
@@ -184,3 +184,31 @@ def test_a_record_whose_logprobs_do_not_match_its_ids_is_a_clear_error(tmp_path)
     rec["logprobs"] = [-0.5] * 3
     with pytest.raises(ValueError, match=r"record 0: 3 logprobs for 2 sampled ids"):
         branches_from_journal([rec])
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda r: r.update(ids=[3, 2 ** 40]), r"'ids' holds an id outside \[0, 2\*\*31\)"),
+    (lambda r: r.update(prompt=[-1]), r"'prompt' holds an id outside"),
+    (lambda r: r.update(logprobs=[-0.5]), r"'logprobs' must hold one value per sampled id \(2\)"),
+    (lambda r: r.update(ids=[], logprobs=[]), r"'ids' is empty"),
+], ids=["huge-id", "negative-id", "logprobs-short", "no-sampled-id"])
+def test_a_record_that_cannot_be_a_completed_request_is_refused_by_name(tmp_path, change, match):
+    """With packed numbers a flipped character still decodes to a plausible number: what a
+    record must hold is checked when the log is read, naming the file and line."""
+    j = Journal.create(tmp_path, "s1", durable=False)
+    rec = record(0, [1, 2], [3, 4], "a")
+    change(rec)
+    j.append(rec)
+    with pytest.raises(ValueError, match=rf"{j.path.name}:2: {match}"):
+        read_journal(j.path)
+
+
+def test_a_log_from_a_newer_chatdata_is_refused_clearly(tmp_path):
+    j = Journal.create(tmp_path, "s1", durable=False)
+    j.append(record(0, [1], [3], "a"))
+    lines = j.path.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["version"] = 99
+    j.path.write_text(json.dumps(head) + "\n" + lines[1] + "\n")
+    with pytest.raises(ValueError, match=r"session log version 99 is newer than this chatdata reads"):
+        read_journal(j.path)

@@ -260,9 +260,10 @@ class Pool:
         values = list(self._list) if ids is None and self._list is not None else (
             self.take(range(len(self))) if ids is None else self.take(ids.reshape(-1).tolist())
         )
-        if not values:  # no value to tell: an empty pick keeps the column's kind (json stays json)
+        if not values:  # no value to tell: an empty pick keeps the column's kind (json stays json);
+            # a list-backed column is judged by its first value (O(1): a mixed one is rare, and empty)
             kind = self.kind if self._list is None else (
-                "str" if all(type(v) is str for v in (*self._list, *self._extras)) else "json")
+                "json" if self._list and type(self._list[0]) is not str else "str")
             return Pool.from_packed(torch.zeros(0, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64), kind)
         if all(type(v) is str for v in values):
             data, offsets = pack_strings(values)

@@ -76,36 +76,29 @@ def _flag_union(a: np.ndarray) -> int:
     return bits
 
 
-def _copy(col, key):
-    """The column's saved typed copy (:mod:`.arrow_typed_copy`), read once per column, or None."""
-    from .arrow_memo import memo
+def _typed(col, parse, objects: bool = False):
+    """The typed array of a packed JSON column: its saved typed copy when it has one
+    (:mod:`.arrow_typed_copy`; for ``objects`` only when its values are objects: the struct
+    array the parse would give), else ``parse()``."""
     from .arrow_typed_copy import copy_of
 
-    return memo(key, "copy", lambda: copy_of(col))
-
-
-def _typed(col, key, parse, objects: bool = False):
-    """The typed array of a packed JSON column: its saved typed copy when it has one (for
-    ``objects`` only when its values are objects: the struct array the parse would give), else
-    ``parse()``."""
-    arr = _copy(col, key)
+    arr = copy_of(col)
     if arr is None or (objects and not require_pyarrow().types.is_struct(arr.type)):
         return parse()
     return arr
 
 
-def _null_mask(col, key, got) -> np.ndarray:
+def _null_mask(col, got) -> np.ndarray:
     """A bool per value of a packed JSON column: it is ``null`` (from its typed copy when it
     has one: no pass over the column's offsets and bytes)."""
     from .arrow_json import null_rows
+    from .arrow_typed_copy import copy_of
 
-    arr = _copy(col, key)
+    arr = copy_of(col)
     if arr is None:
         return null_rows(*got)
     if not arr.null_count:
         return np.zeros(len(arr), dtype=bool)
-    if arr.buffers()[0] is None:  # nulls without a bitmap (not what a copy holds): ask Arrow
-        return arr.is_null().to_numpy(zero_copy_only=False)
     bits = np.frombuffer(arr.buffers()[0], dtype=np.uint8)  # the validity bitmap: 1 = not null
     return ~np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
 
@@ -130,7 +123,7 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
         key = column_key(col)  # what is parsed from the packed bytes is parsed once per column
 
         def nulls(key=key, got=got, col=col):  # which values are null: read from a typed copy if any
-            return memo(key, "nulls", lambda: _null_mask(col, key, got))
+            return memo(key, "nulls", lambda: _null_mask(col, got))
 
         if name == "is_complete":
             if nulls().any():
@@ -146,7 +139,7 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
             if json == "text":  # a view of the column: never memoised (see arrow_memo), its bitmap is
                 arr = json_text_array(*got, nulls(), memo(key, "valid", lambda: valid_bits(nulls())))
             else:
-                arr = memo(key, "typed", lambda: _typed(col, key, lambda: json_array_of(*got, nulls(), json)))
+                arr = memo(key, "typed", lambda: _typed(col, lambda: json_array_of(*got, nulls(), json)))
             if arr is None:
                 return None
             meta = JSON_META if json == "text" else None
@@ -155,9 +148,8 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
     extra = cols["extra"]
     if not _is_default_const(extra, "extra"):
         got = packed_json(extra)
-        key = column_key(extra)
-        arr = None if got is None else memo(key, "typed objects", lambda: _typed(
-            extra, key, lambda: json_array_of(*got, null_rows(*got), "typed", objects=True), objects=True))
+        arr = None if got is None else memo(column_key(extra), "typed objects", lambda: _typed(
+            extra, lambda: json_array_of(*got, null_rows(*got), "typed", objects=True), objects=True))
         if arr is None or not pa.types.is_struct(arr.type):
             return None
         reserved = {"role", "content", *_DEFAULTS, NULL_KEYS}

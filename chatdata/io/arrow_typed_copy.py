@@ -53,13 +53,18 @@ def make_copy(data: np.ndarray, offsets: np.ndarray):
         pa = require_pyarrow()
     except ImportError:
         return None
-    arr = json_array_of(data, offsets, null_rows(data, offsets), "typed")
+    arr = _parsed(data, offsets)
     if arr is None:
         return None
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, pa.schema([pa.field("v", arr.type)])) as writer:
         writer.write_batch(pa.record_batch([arr], names=["v"]))
     return sink.getvalue()
+
+
+def _parsed(data: np.ndarray, offsets: np.ndarray):
+    """What Arrow's JSON reader makes of a packed column, when it reads back exactly (else None)."""
+    return json_array_of(data, offsets, null_rows(data, offsets), "typed")
 
 
 def _field_names(pa, t) -> None:
@@ -120,7 +125,7 @@ def check_copy(data: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> str |
         stored = read_copy(blob, len(offsets) - 1)
     except ValueError as err:
         return f"typed copy is unreadable: {err}"
-    parsed = json_array_of(data, offsets, null_rows(data, offsets), "typed")
+    parsed = _parsed(data, offsets)
     if parsed is None:
         return "the column's values cannot be typed exactly, yet it has a typed copy"
     if parsed.type != stored.type:
@@ -142,21 +147,21 @@ def copy_of(stack):
         >>> copy_of(NonTensorStack.from_list([{"a": 1}])) is None
         True
     """
-    from .arrow_memo import memo
+    from .arrow_memo import column_key, memo
 
-    pool = getattr(stack, "_pool", None)
-    typed = getattr(pool, "_typed", None)
-    rng = getattr(stack, "_rng", None)
-    if typed is None or typed[0] != FORMAT or rng is None or rng.step != 1 or pool._extras:
+    key = column_key(stack)  # a contiguous range of a packed column that changed nowhere
+    typed = getattr(stack._pool, "_typed", None) if key is not None else None
+    if typed is None or typed[0] != FORMAT:
         return None
-    n = pool._n_base()
-    arr = memo((pool.data, pool.offsets, 0, n), "typed copy", lambda: _read_or_warn(pool, typed, n))
+    data, offsets, start, stop = key
+    n = len(offsets) - 1
+    arr = memo((data, offsets, 0, n), "typed copy", lambda: _read_or_warn(typed, n))
     if arr is None:
         return None
-    return arr if (rng.start, rng.stop) == (0, n) else arr.slice(rng.start, rng.stop - rng.start)
+    return arr if (start, stop) == (0, n) else arr.slice(start, stop - start)
 
 
-def _read_or_warn(pool, typed, n: int):
+def _read_or_warn(typed, n: int):
     try:
         return read_copy(typed[1].numpy(), n)
     except ValueError as err:

@@ -39,7 +39,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 __all__ = ["TypedCopyFormat", "register", "registered", "active", "copy_file_name", "column_arrays",
-           "write_copy"]
+           "mapped_bytes", "write_copy"]
 
 
 class TypedCopyFormat(NamedTuple):
@@ -120,9 +120,20 @@ def column_arrays(data_path: Path, off_path: Path) -> tuple[np.ndarray, np.ndarr
         >>> data.tobytes(), offsets.tolist()
         (b'[1]', [0, 3])
     """
-    size = data_path.stat().st_size
-    data = np.memmap(data_path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
-    return data, np.memmap(off_path, dtype="<i8", mode="c")
+    return mapped_bytes(data_path), np.memmap(off_path, dtype="<i8", mode="c")
+
+
+def mapped_bytes(path: Path) -> np.ndarray:
+    """The bytes of the file ``path`` as a copy-on-write mapped uint8 array (numpy cannot map
+    an empty file: an empty array then).
+
+    Example:
+        >>> import tempfile, os
+        >>> p = os.path.join(tempfile.mkdtemp(), "empty"); _ = open(p, "wb").close()
+        >>> mapped_bytes(Path(p)).size
+        0
+    """
+    return np.memmap(path, dtype=np.uint8, mode="c") if path.stat().st_size else np.zeros(0, np.uint8)
 
 
 def write_copy(data: np.ndarray, offsets: np.ndarray, folder: Path, column_file: str, sums: dict,
@@ -146,21 +157,22 @@ def write_copy(data: np.ndarray, offsets: np.ndarray, folder: Path, column_file:
     fmt = active()
     if fmt is None:
         return None
-    blob = None
+    name = copy_file_name(column_file, fmt)
     if reuse is not None and reuse[0] == fmt.name and reuse[3] is not None:
         old = reuse[1].numpy()
-        if _checksum.checksum_bytes(old) == reuse[3]:
-            blob = old
+        if _checksum.checksum_bytes(old) == reuse[3]:  # whole: its bytes and its known checksum
+            with open(folder / name, "wb") as f:
+                f.write(memoryview(old))
+            _checksum.record(sums, name, reuse[3])
+            return {"format": fmt.name, "file": name}
+    try:
+        blob = fmt.make(data, offsets)
+    except Exception as err:  # noqa: BLE001 - any failure of a cache must leave the save whole
+        warnings.warn(f"{where}: saved without its typed copy ({type(err).__name__}: {err}); to_arrow() "
+                      "parses the column instead", stacklevel=2)
+        return None
     if blob is None:
-        try:
-            blob = fmt.make(data, offsets)
-        except Exception as err:  # noqa: BLE001 - any failure of a cache must leave the save whole
-            warnings.warn(f"{where}: saved without its typed copy ({type(err).__name__}: {err}); to_arrow() "
-                          "parses the column instead", stacklevel=2)
-            return None
-        if blob is None:
-            return None
-    name = copy_file_name(column_file, fmt)
+        return None
     with _checksum.HashingFile.open(folder / name) as f:
         f.write(memoryview(blob).cast("B"))
         _checksum.record(sums, name, f.checksum())

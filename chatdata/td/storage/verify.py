@@ -40,7 +40,7 @@ import torch
 from . import checksum as _checksum
 from .fsops import UPDATE_TEMP_PREFIX, FormatError
 from .dtypes import parse_dtype
-from .typed_copies import registered
+from .typed_copies import mapped_bytes, registered
 from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .nested_persist import _check_meta, check_sizes
 from .reader import _parse_shape, load
@@ -346,7 +346,7 @@ class _Verifier:
             self.bad(data_path, f"invalid UTF-8 at byte {utf8.bad}{where_value}")
         if "typed" in m and kind == "json":  # (the reader ignores it on a str column, as verify does)
             self._typed_copy(folder, m["typed"], sums, where, data_path, off,
-                             kind == "json" and offsets_ok and (utf8 is None or utf8.bad is None))
+                             offsets_ok and (utf8 is None or utf8.bad is None))
         del off
         return shape
 
@@ -365,10 +365,7 @@ class _Verifier:
             return
         if not comparable:
             return  # the column's own problem is reported; there is nothing sound to compare with
-        size = data_path.stat().st_size
-        data = np.memmap(data_path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
-        blob = np.memmap(path, dtype=np.uint8, mode="c") if path.stat().st_size else np.zeros(0, np.uint8)
-        message = fmt.check(data, np.array(off), blob)
+        message = fmt.check(mapped_bytes(data_path), np.array(off), mapped_bytes(path))
         if message is not None:
             self.bad(path, f"{message} ({where}); save the collection again to rewrite it")
 

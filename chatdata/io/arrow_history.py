@@ -103,6 +103,33 @@ def _null_mask(col, got) -> np.ndarray:
     return ~np.unpackbits(bits, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
 
 
+def _given_as_none(col, given: np.ndarray, nulls) -> bool:
+    """Whether a message that has the key (``given``: nonzero, per value of the packed JSON
+    column ``col``) holds ``null`` there: read from the validity bitmap of the column's typed
+    copy when it has one (8 messages a byte), else from ``nulls()``."""
+    valid = _valid_bitmap(col)
+    if valid is None:
+        return bool(given[nulls()].any())
+    packed = np.packbits(given, bitorder="little")  # nonzero = 1; the last byte's padding is 0
+    return bool((packed & ~valid).any())
+
+
+def _valid_bitmap(col):
+    """The validity bitmap (1 = not null, little-endian bits, a copy) of a packed JSON column's
+    typed copy, once per column; None when it has no copy (or it starts inside a byte)."""
+    from .arrow_memo import column_key, memo
+    from .arrow_typed_copy import copy_of
+
+    def make():
+        arr = copy_of(col)
+        if arr is None or arr.offset % 8:
+            return None
+        if not arr.null_count:
+            return np.full((len(arr) + 7) // 8, 0xFF, dtype=np.uint8)
+        return np.frombuffer(arr.buffers()[0], dtype=np.uint8)[arr.offset // 8:][:(len(arr) + 7) // 8].copy()
+    return memo(column_key(col), "valid bitmap", make)
+
+
 def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, json: str):
     """(fields, arrays) of ``is_complete``, ``tool_calls``, ``tool_responses`` and the extra keys,
     computed over whole columns (packed JSON parsed by Arrow, or kept as JSON text), or None when
@@ -132,10 +159,8 @@ def _optional_fields(cols: dict, flags_np: np.ndarray, set_bits: int, n: int, js
             value = memo(key, "true", lambda: got[0][got[1][:-1]] == ord("t"))  # true / false
             arr, meta = pa.array(value, pa.bool_(), mask=~given & value), None  # True not given: absent
         else:
-            if set_bits & bit:  # a key given as None: the per-message path writes _null_keys
-                kept = memo(key, "kept", lambda: np.flatnonzero(~nulls()))  # the values that are not null
-                if np.count_nonzero(flags_np & bit) != np.count_nonzero(flags_np[kept] & bit):
-                    return None
+            if set_bits & bit and _given_as_none(col, flags_np.view(np.uint8) & bit, nulls):
+                return None  # a key given as None: the per-message path writes _null_keys
             if json == "text":  # a view of the column: never memoised (see arrow_memo), its bitmap is
                 arr = json_text_array(*got, nulls(), memo(key, "valid", lambda: valid_bits(nulls())))
             else:

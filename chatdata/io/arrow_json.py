@@ -106,19 +106,41 @@ def json_text_array(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | N
 @functools.lru_cache(maxsize=256)  # a column's type is asked again at every load (types are hashable)
 def exact_type(t) -> bool:
     """Whether values of Arrow type ``t`` read back as the JSON they came from (struct, list,
-    string, int64, bool and null only).
+    string, int64, bool and null only, every field name valid UTF-8).
 
     Example:
         >>> import pyarrow as pa
         >>> exact_type(pa.list_(pa.struct([("a", pa.int64())]))), exact_type(pa.float64())
         (True, False)
     """
-    pa = require_pyarrow()
-    if pa.types.is_struct(t):
-        return all(exact_type(f.type) for f in t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
+    ids = _EXACT_IDS or _exact_ids()
+    tid = t.id
+    if tid == ids[0]:  # struct
+        for i in range(t.num_fields):
+            f = t.field(i)
+            try:
+                f.name  # noqa: B018 - decodes it: a name read from a file may not be UTF-8
+            except UnicodeDecodeError:
+                return False
+            if not exact_type(f.type):
+                return False
+        return True
+    if tid in ids[1]:  # list, large_list
         return exact_type(t.value_type)
-    return t in (pa.string(), pa.large_string(), pa.int64(), pa.bool_(), pa.null())
+    return tid in ids[2]
+
+
+_EXACT_IDS: tuple = ()
+
+
+def _exact_ids() -> tuple:
+    """(struct id, list ids, leaf ids) of Arrow's type ids (integers: comparing them costs
+    nothing, building a DataType per comparison did)."""
+    global _EXACT_IDS
+    pa = require_pyarrow()
+    _EXACT_IDS = (pa.struct([]).id, frozenset({pa.list_(pa.null()).id, pa.large_list(pa.null()).id}),
+                  frozenset(t.id for t in (pa.string(), pa.large_string(), pa.int64(), pa.bool_(), pa.null())))
+    return _EXACT_IDS
 
 
 def _no_timestamps(pa, t):

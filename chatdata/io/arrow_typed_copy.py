@@ -67,17 +67,6 @@ def _parsed(data: np.ndarray, offsets: np.ndarray):
     return json_array_of(data, offsets, null_rows(data, offsets), "typed")
 
 
-def _field_names(pa, t) -> None:
-    """Read every field name of ``t`` (a name that is not UTF-8 raises UnicodeDecodeError here,
-    not later in the caller's hands)."""
-    if pa.types.is_struct(t):
-        for f in t:
-            f.name  # noqa: B018 - decodes it
-            _field_names(pa, f.type)
-    elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        _field_names(pa, t.value_type)
-
-
 def read_copy(blob: np.ndarray, n: int):
     """The typed array stored in ``blob`` (a copy's bytes), without copying them; raises
     ``ValueError`` saying what is wrong when it is not a valid copy of ``n`` values.
@@ -95,15 +84,15 @@ def read_copy(blob: np.ndarray, n: int):
             raise ValueError(f"{reader.num_record_batches} record batches, expected 1")
         batch = reader.get_batch(0)
         batch.validate(full=True)
-        names = batch.schema.names
+        names = batch.schema.names  # exact_type decodes the names inside the type
         t = batch.schema.field(0).type if names else None
-        if t is not None:
-            _field_names(pa, t)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         raise ValueError(f"not an Arrow IPC file ({str(err).splitlines()[0][:200]})") from None
-    if names != ["v"] or pa.types.is_null(t) or not exact_type(t):
-        raise ValueError(f"schema {batch.schema.to_string(show_schema_metadata=False)!r} is not one exactly "
-                         "typed field 'v' (of a type that is not null)")
+    if names != ["v"]:
+        raise ValueError(f"fields {names}, expected the one field 'v'")
+    if pa.types.is_null(t) or not exact_type(t):
+        raise ValueError(f"type {str(t)[:200]!r} is not one that reads back as the JSON exactly (struct, list, "
+                         "string, int64 and bool, field names in UTF-8)")
     if batch.num_rows != n:
         raise ValueError(f"{batch.num_rows} values, the column has {n}")
     return batch.column(0)

@@ -249,6 +249,18 @@ def test_a_copy_of_type_null_is_not_used(tmp_path):
     with pa.ipc.new_file(sink, pa.schema([("v", pa.null())])) as w:
         w.write_batch(pa.record_batch([pa.nulls(n)], names=["v"]))
     (_values_dir(tmp_path / "h") / "tool_calls.typed.arrow").write_bytes(sink.getvalue().to_pybytes())
-    with pytest.warns(UserWarning, match=r"is not one exactly typed field 'v'"):
+    with pytest.warns(UserWarning, match=r"type 'null' is not one that reads back"):
         got = load_memmap(tmp_path / "h").to_arrow()
     assert History.from_arrow(got).to_chats() == CHATS
+
+
+def test_a_copy_with_a_field_name_that_is_not_utf8_is_not_used(tmp_path):
+    History.from_chats(CHATS).memmap(tmp_path / "h")
+    copy = _values_dir(tmp_path / "h") / "tool_calls.typed.arrow"
+    blob = copy.read_bytes()
+    assert blob.count(b"legs") >= 1  # a key of the arguments: a field name in the schema only
+    copy.write_bytes(blob.replace(b"legs", b"\xff\xfegs"))
+    with pytest.warns(UserWarning, match=r"field names in UTF-8.*parsed instead"):
+        got = load_memmap(tmp_path / "h").to_arrow()
+    assert History.from_arrow(got).to_chats() == CHATS
+    assert "typed copy is unreadable" in verify(tmp_path / "h", checksums=False).problems[0].message

@@ -204,3 +204,44 @@ def test_symlinked_dataset_folder_itself_loads(tmp_path):
     TensorDict({"a": torch.arange(3.0)}, [3]).memmap(root)
     (tmp_path / "link").symlink_to(root)
     assert load_memmap(tmp_path / "link")["a"].tolist() == [0, 1, 2]
+
+
+# -- string offsets handed to Arrow without a copy -----------------------------------------------
+TOOL_CHATS = [[A, {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}],
+              [B, C]]
+
+
+@pytest.mark.parametrize("column", ["content", "role", "tool_calls"])
+@pytest.mark.parametrize("damage", ["huge", "decreasing", "negative"])
+def test_corrupt_string_offsets_are_a_format_error_before_arrow_reads_them(tmp_path, column, damage):
+    """A zero-copy Arrow array over a decreasing or out-of-range offset reads outside the mapped
+    file (a bus error killed the process); the column's offsets are checked whole first."""
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "h"
+    History.from_chats(TOOL_CHATS).memmap(path)
+    off_file = path / "_storage" / "_values" / f"{column}.offsets.memmap"
+    off = torch.frombuffer(bytearray(off_file.read_bytes()), dtype=torch.int64)
+    off[2] = {"huge": 10**12, "decreasing": 0, "negative": -5}[damage]  # first and last stay right
+    _write_i64(off_file, off.tolist())
+    h = History.load_memmap(path)  # loading checks first and last only: O(1)
+    for json_mode in ("typed", "text"):
+        with pytest.raises(FormatError, match=rf"{off_file}: corrupt offsets"):
+            h.to_arrow(json=json_mode)
+    with pytest.raises(FormatError, match=str(off_file)):
+        h.message_column(column).to_arrow()
+    assert History.load_memmap(path).message_column(column)[0] == {"role": "user", "content": "a"}.get(
+        column)  # a value whose own range is whole still reads
+
+
+def test_packed_columns_from_a_caller_are_checked_before_arrow_sees_them():
+    from chatdata import NonTensorStack
+
+    stack = NonTensorStack.from_packed(torch.tensor(list(b"abc"), dtype=torch.uint8), torch.tensor([0, 2, 1, 3]))
+    with pytest.raises(ValueError, match="corrupt offsets: offset 2 is 1, after 2"):
+        stack.packed_column()
+    assert stack[2:].to_arrow().to_pylist() == ["bc"]  # a range checks its own offsets (1, 3): whole
+    with pytest.raises(ValueError, match=r"values 0:1 span bytes 0:7, the data holds 3"):
+        NonTensorStack.from_packed(torch.tensor(list(b"abc"), dtype=torch.uint8),
+                                   torch.tensor([0, 7, 1, 3]))[:1].to_arrow()
+    good = NonTensorStack.from_packed(torch.tensor(list(b"abc"), dtype=torch.uint8), torch.tensor([0, 1, 1, 3]))
+    assert good.to_arrow().to_pylist() == ["a", "", "bc"]

@@ -104,7 +104,8 @@ def to_json_texts(values: Sequence, where: str = "") -> list[str]:
 class Pool:
     """An append-only, shareable sequence of values (see the module docstring)."""
 
-    __slots__ = ("_list", "_data", "_offsets", "kind", "_extras", "_mv", "_off", "_loader", "_n", "_source", "_typed")
+    __slots__ = ("_list", "_data", "_offsets", "kind", "_extras", "_mv", "_off", "_loader", "_n", "_source", "_typed",
+                 "_whole")
 
     #: What reading a corrupt packed column raises (the message names its file). The storage
     #: room sets its ``FormatError`` here when it is imported: the on-disk format sits above
@@ -128,6 +129,9 @@ class Pool:
         # recorded checksum), or None;
         # it describes the packed base only (chatdata.td.storage.typed_copies)
         self._typed = None
+        # the packed base's offsets are known to be whole (0, never decreasing, the data size):
+        # packed here, or checked once by check_offsets(); offsets from a file or a caller are not
+        self._whole = False
         if values is None and loader is None and (data is None or offsets is None):
             self._list = []
 
@@ -163,6 +167,39 @@ class Pool:
     def from_loader(cls, loader, n: int, kind: str = "str") -> "Pool":
         """A packed pool of ``n`` values whose files ``loader()`` maps on first access."""
         return cls(None, loader=loader, n=n, kind=kind)
+
+    def check_offsets(self, start: int = 0, stop: int | None = None) -> None:
+        """Check the offsets of the packed base's values ``start:stop`` (all by default) whole:
+        never decreasing, inside the data; raises ``corrupt_error`` naming the file. One
+        vectorised pass over that range; a pool remembers when all of it was checked. Reading
+        one value checks only its own range; code that hands a range of the column to another
+        library without reading it (Arrow's zero-copy arrays) must call this first: a decreasing
+        offset there reads outside the mapped file and kills the process.
+
+        Example:
+            >>> pool = Pool.from_packed(torch.tensor([104, 105], dtype=torch.uint8), torch.tensor([0, 2, 1, 2]))
+            >>> try:
+            ...     pool.check_offsets()
+            ... except ValueError as err:  # FormatError once chatdata.td.storage is imported
+            ...     print(err)
+            string column: corrupt offsets: offset 2 is 1, after 2
+        """
+        if self._whole or self._list is not None:
+            return
+        n = self._n_base()
+        stop = n if stop is None else stop
+        off = self.offsets.numpy()[start:stop + 1]  # numpy: one single-threaded SIMD pass (see td.storage.integrity)
+        size = self.data.numel()
+        bad = off[1:] < off[:-1]
+        if bad.any():
+            i = int(bad.argmax()) + 1
+            raise self.corrupt_error(f"{self._source or 'string column'}: corrupt offsets: offset {start + i} is "
+                                     f"{int(off[i])}, after {int(off[i - 1])}")
+        if len(off) and (int(off[0]) < 0 or int(off[-1]) > size):
+            raise self.corrupt_error(f"{self._source or 'string column'}: corrupt offsets: values {start}:{stop} "
+                                     f"span bytes {int(off[0])}:{int(off[-1])}, the data holds {size} bytes")
+        if start == 0 and stop == n:
+            self._whole = True
 
     @property
     def is_packed(self) -> bool:
@@ -266,10 +303,8 @@ class Pool:
                 "json" if self._list and type(self._list[0]) is not str else "str")
             return Pool.from_packed(torch.zeros(0, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64), kind)
         if all(type(v) is str for v in values):
-            data, offsets = pack_strings(values)
-            return Pool.from_packed(data, offsets, "str")
-        data, offsets = pack_strings(to_json_texts(values))
-        return Pool.from_packed(data, offsets, "json")
+            return _packed_here(*pack_strings(values), "str")
+        return _packed_here(*pack_strings(to_json_texts(values)), "json")
 
     def _gather_packed(self, ids: torch.Tensor) -> "Pool":
         # vectorised gather of variable-length byte ranges: no per-value Python work
@@ -280,9 +315,10 @@ class Pool:
         total = int(new_off[-1])
         if total == 0:
             return Pool.from_packed(torch.zeros(0, dtype=torch.uint8), new_off, self.kind)
+        # a negative length (a corrupt base) makes repeat_interleave raise: the result is whole
         shift = torch.repeat_interleave(starts - new_off[:-1], lengths)
         pos = torch.arange(total, dtype=torch.int64) + shift
-        return Pool.from_packed(self.data[pos], new_off, self.kind)
+        return _packed_here(self.data[pos], new_off, self.kind)
 
     def __getstate__(self):
         # in-memory pickling (multiprocessing, DataLoader workers): packed when possible,
@@ -298,3 +334,10 @@ class Pool:
             Pool.__init__(self, state["values"])
         else:
             Pool.__init__(self, None, data=state["data"], offsets=state["offsets"], kind=state["kind"])
+
+
+def _packed_here(data: torch.Tensor, offsets: torch.Tensor, kind: str) -> Pool:
+    """A pool over a column packed by this module (its offsets are whole by construction)."""
+    pool = Pool.from_packed(data, offsets, kind)
+    pool._whole = True
+    return pool

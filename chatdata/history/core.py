@@ -160,8 +160,11 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         from ..td.core import indent, leaf_repr
 
         storage = self._storage
-        keys = storage._tensordict if isinstance(storage, TensorDict) else storage.keys()
-        lines = [f"{k}={leaf_repr(storage._get_raw(k))}" for k in sorted(keys) if k != FLAGS_KEY]
+        if isinstance(storage, RaggedTensorDict):  # a batch of conversations: each column described
+            values = storage.values
+            lines = [f"{k}={storage.field_repr(values._get_raw(k))}" for k in sorted(values.keys()) if k != FLAGS_KEY]
+        else:
+            lines = [f"{k}={leaf_repr(storage._get_raw(k))}" for k in sorted(storage._tensordict) if k != FLAGS_KEY]
         lines += [f"batch_size={self.batch_size}", f"device={self.device}", f"is_shared={self.is_shared()}"]
         body = ",\n".join(lines)
         return f"{type(self).__name__}(\n{indent(body)})"

@@ -300,3 +300,15 @@ def test_an_empty_slice_saves_and_loads_back(tmp_path, loaded):
     for k, sl in enumerate((slice(1, 1), slice(0, 0), slice(2, 2))):
         h[sl].memmap(tmp_path / f"e{k}", copy_existing=True)
         assert load_memmap(tmp_path / f"e{k}").to_chats() == []
+
+
+def test_repr_of_a_batch_of_conversations_describes_each_column(tmp_path):
+    """repr() of a batch raised AttributeError on its constant columns (tool_calls=None, ...)."""
+    chats = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]]
+    for h in (History.from_chats(chats), History.from_chats(chats).memmap(tmp_path / "h")):
+        text = repr(h)
+        assert "role=NonTensorStack(batch_size=torch.Size([2, -1]), device=None)" in text
+        assert "tool_calls=NonTensorStack(batch_size=torch.Size([2, -1])" in text and "_flags" not in text
+        assert text.endswith("batch_size=torch.Size([2, -1]),\n    device=None,\n    is_shared=False)")
+    assert "'b', 'c'" in repr(History.from_chats(chats)[1])  # one conversation lists its values
+    assert "[[None], [None, None]]" in repr(History.from_chats(chats)._storage._get_raw("tool_calls"))

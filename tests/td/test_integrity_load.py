@@ -245,3 +245,21 @@ def test_packed_columns_from_a_caller_are_checked_before_arrow_sees_them():
                                    torch.tensor([0, 7, 1, 3]))[:1].to_arrow()
     good = NonTensorStack.from_packed(torch.tensor(list(b"abc"), dtype=torch.uint8), torch.tensor([0, 1, 1, 3]))
     assert good.to_arrow().to_pylist() == ["a", "", "bc"]
+
+
+@pytest.mark.parametrize("bad", [-5, 100, 2**31, 2**62])
+@pytest.mark.parametrize("pick", ["step", "list", "save", "arrow"])
+def test_a_pick_of_values_over_corrupt_offsets_is_a_format_error_not_other_bytes(tmp_path, bad, pick):
+    """Picking values out of order gathers their byte ranges at once: a negative offset used to
+    wrap round and hand back other values' bytes (saved again, they passed verify), a huge one
+    to allocate gigabytes or raise a bare torch error."""
+    path = tmp_path / "h"
+    History.from_chats([[{"role": "user", "content": c}] for c in ["aa", "bb", "cc", "dd"]]).memmap(path)
+    off_file = path / "_storage" / "_values" / "content.offsets.memmap"
+    _write_i64(off_file, [0, 2, bad, 6, 8])
+    h = History.load_memmap(path)
+    read = {"step": lambda: h[::2].content, "list": lambda: h[[1, 2]].to_chats(),
+            "save": lambda: h[::2].memmap(tmp_path / "copy", copy_existing=True), "arrow": lambda: h[[0, 2]].to_arrow()}[pick]
+    with pytest.raises(FormatError, match=rf"{off_file}: corrupt offsets: value \d spans bytes"):
+        read()
+    assert not (tmp_path / "copy").exists()

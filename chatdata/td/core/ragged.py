@@ -331,18 +331,28 @@ class RaggedTensorDict(Batched):
             shift += int(i._offsets[-1])
         return cls(vals, torch.cat(parts))
 
+    def field_repr(self, v) -> str:
+        """How a column ``v`` of the values prints in this stack: its type and the ragged shape
+        (``-1`` for the ragged dim), as tensordict prints a field.
+
+        Example:
+            >>> from chatdata.td import TensorDict
+            >>> r = RaggedTensorDict.from_items([TensorDict({"a": torch.zeros(2)}, [2])])
+            >>> r.field_repr(r._values["a"])
+            'Tensor(shape=torch.Size([1, -1]), device=cpu, dtype=torch.float32, is_shared=False)'
+        """
+        shape = torch.Size([len(self), -1, *(v.shape if isinstance(v, torch.Tensor) else v.batch_size)[1:]])
+        if isinstance(v, torch.Tensor):
+            return f"Tensor(shape={shape}, device={v.device}, dtype={v.dtype}, is_shared={v.is_shared()})"
+        if isinstance(v, (NonTensorStack, NonTensorData)):
+            return f"NonTensorStack(batch_size={shape}, device={v.device})"
+        return f"{type(v).__name__}(batch_size={shape})"
+
     def __repr__(self) -> str:
-        if not hasattr(self._values, "_tensordict"):
+        values = self._values
+        if not isinstance(getattr(values, "_tensordict", None), dict):  # a leaf column (strings, a constant)
             return f"RaggedTensorDict(\n    {self.tolist()!r},\n    batch_size={self.batch_size})"
-        lines = []
-        for k, v in self._values._tensordict.items():
-            shape = torch.Size([len(self), -1, *(v.shape if isinstance(v, torch.Tensor) else v.batch_size)[1:]])
-            if isinstance(v, torch.Tensor):
-                lines.append(f"{k}: Tensor(shape={shape}, device={v.device}, dtype={v.dtype}, is_shared={v.is_shared()})")
-            elif isinstance(v, (NonTensorStack, NonTensorData)):
-                lines.append(f"{k}: NonTensorStack(batch_size={shape}, device={v.device})")
-            else:
-                lines.append(f"{k}: {type(v).__name__}(batch_size={shape})")
+        lines = [f"{k}: {self.field_repr(v)}" for k, v in values._tensordict.items()]
         body = "fields={\n" + indent(",\n".join(lines)) + "}"
         body += f",\nbatch_size={self.batch_size},\ndevice={self.device},\nis_shared={self.is_shared()}"
         return f"RaggedTensorDict(\n{indent(body)})"

@@ -309,13 +309,21 @@ class Pool:
     def _gather_packed(self, ids: torch.Tensor) -> "Pool":
         # vectorised gather of variable-length byte ranges: no per-value Python work
         starts = self.offsets[ids]
-        lengths = self.offsets[ids + 1] - starts
+        ends = self.offsets[ids + 1]
+        lengths = ends - starts
+        bad = (lengths < 0) | (starts < 0) | (ends > self.data.numel())  # a corrupt file: never wrapped round
+        if bool(bad.any()):
+            k = int(bad.nonzero()[0, 0])
+            i = int(ids[k])
+            raise self.corrupt_error(
+                f"{self._source or 'string column'}: corrupt offsets: value {i} spans bytes "
+                f"{int(starts[k])}:{int(ends[k])} of {self.data.numel()}"
+            )
         new_off = torch.zeros(ids.numel() + 1, dtype=torch.int64)
         torch.cumsum(lengths, 0, out=new_off[1:])
         total = int(new_off[-1])
         if total == 0:
             return Pool.from_packed(torch.zeros(0, dtype=torch.uint8), new_off, self.kind)
-        # a negative length (a corrupt base) makes repeat_interleave raise: the result is whole
         shift = torch.repeat_interleave(starts - new_off[:-1], lengths)
         pos = torch.arange(total, dtype=torch.int64) + shift
         return _packed_here(self.data[pos], new_off, self.kind)

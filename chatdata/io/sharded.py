@@ -93,6 +93,9 @@ def _locked(folder: Path):
         os.close(fd)  # closing the descriptor releases the lock
 
 
+_MAX_ITEMS = 2**62  # past 2**63 Python cannot even index them
+
+
 def _read_manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
@@ -102,6 +105,8 @@ def _read_manifest(folder: Path) -> dict:
         raise _format_error(f"{path}: no such manifest") from None
     except ValueError as err:
         raise _format_error(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise _format_error(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise _format_error(f"{path}: not a chatdata sharded-dataset manifest (no \"format\": \"{FORMAT}\")")
     if not isinstance(m.get("version"), int) or m["version"] > VERSION:
@@ -109,10 +114,17 @@ def _read_manifest(folder: Path) -> dict:
     shards = m.get("shards")
     if not isinstance(shards, list):
         raise _format_error(f"{path}: 'shards' must be a list")
+    if m.get("kind") is not None and not isinstance(m["kind"], str):
+        raise _format_error(f"{path}: 'kind' must be a string (the shards' class, e.g. \"History\"), got {m['kind']!r}")
+    total = 0
     for i, s in enumerate(shards):
         p = s.get("path") if isinstance(s, dict) else None
-        if not isinstance(p, str) or not isinstance(s.get("items"), int) or s["items"] < 0:
+        items = s.get("items") if isinstance(s, dict) else None
+        if not isinstance(p, str) or type(items) is not int or not 0 <= items <= _MAX_ITEMS:
             raise _format_error(f"{path}: shard {i} must be {{\"path\": str, \"items\": int >= 0}}, got {s!r}")
+        total += items
+        if total > _MAX_ITEMS:
+            raise _format_error(f"{path}: the shards hold {total} items in all, more than a dataset can")
         parts = Path(p).parts
         if Path(p).is_absolute() or ".." in parts or not parts:
             raise _format_error(f"{path}: shard {i} path {p!r} is not a relative path inside the folder")
@@ -214,6 +226,9 @@ class ShardedDataset(LazyShards):
             entry = self.manifest["shards"][k]
             path = self.path / entry["path"]
             obj = load_memmap(path)
+            if self.kind is not None and _kind_of(obj) != self.kind:
+                raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds a {_kind_of(obj)}, "
+                                    f"the manifest says its shards hold {self.kind}")
             if _items(obj) != entry["items"]:
                 raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds {_items(obj)} "
                                     f"items, the manifest says {entry['items']}")

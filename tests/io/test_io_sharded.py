@@ -143,6 +143,43 @@ def test_bad_manifests_name_the_file_and_shard(tmp_path):
         open_dataset(tmp_path / "junk", mode="a")
 
 
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m["shards"][0].update(items=2**63), r"shard 0 must be \{"),
+    (lambda m: m["shards"][0].update(items=True), r"shard 0 must be \{"),
+    (lambda m: m.update(kind=["History"]), "'kind' must be a string"),
+])
+def test_manifest_counts_and_kinds_are_checked_when_opened(tmp_path, edit, match):
+    """items=2**63 made len() and ds[0] raise OverflowError."""
+    path = tmp_path / "corpus"
+    open_dataset(path, mode="a").append(History.from_chats(_chats("a", 2)))
+    manifest = json.loads((path / "manifest.json").read_text())
+    edit(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match=rf"manifest.json: {match}"):
+        open_dataset(path)
+
+
+def test_a_shard_of_another_kind_than_the_manifest_says_is_a_format_error(tmp_path):
+    """A History shard read as the manifest's "tokens" (or a shard whose class was edited) gave
+    AttributeError deep inside to_arrow, the lazy History and the import."""
+    path = tmp_path / "corpus"
+    open_dataset(path, mode="a").append(History.from_chats(_chats("a", 2)))
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["kind"] = "tokens"
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    for read in (lambda ds: ds.to_arrow(), lambda ds: ds[0]):
+        with pytest.raises(FormatError, match=r"shard 0 \(.*\) holds a History, the manifest says its shards hold tokens"):
+            read(open_dataset(path))
+
+
+def test_a_manifest_nested_too_deeply_is_a_format_error(tmp_path):
+    path = tmp_path / "corpus"
+    open_dataset(path, mode="a").append(History.from_chats(_chats("a", 2)))
+    (path / "manifest.json").write_text("[" * 100000)
+    with pytest.raises(FormatError, match="manifest.json: not valid JSON \\(nested too deeply\\)"):
+        open_dataset(path)
+    assert not chatdata.io.verify_dataset(path).ok
+
 def test_token_set_shards(tmp_path):
     import torch
 

@@ -263,3 +263,17 @@ def test_a_pick_of_values_over_corrupt_offsets_is_a_format_error_not_other_bytes
     with pytest.raises(FormatError, match=rf"{off_file}: corrupt offsets: value \d spans bytes"):
         read()
     assert not (tmp_path / "copy").exists()
+
+
+@pytest.mark.parametrize("shape", [[0, 2**64], [2**40, 2**40], [2**63]])
+def test_a_shape_no_file_can_hold_is_a_format_error_for_load_and_verify(tmp_path, shape):
+    """[0, 2**64] holds no item, yet torch and numpy cannot count it: verify raised OverflowError."""
+    from chatdata.td.storage import verify
+
+    path = tmp_path / "td"
+    TensorDict({"x": torch.zeros(0, 3)}, [0]).memmap(path)
+    _edit(path / "meta.json", lambda m: m["entries"]["x"].update(shape=shape))
+    with pytest.raises(FormatError, match="counts more items than a file can hold"):
+        load_memmap(path)
+    report = verify(path)
+    assert not report.ok and "counts more items than a file can hold" in report.problems[0].message

@@ -44,9 +44,17 @@ def _read_meta(folder: Folder) -> dict:
     return parse_meta(folder.read_bytes("meta.json"), folder.path / "meta.json")
 
 
+_MAX_ITEMS = 2**62  # more items than any file holds; past 2**63 torch and numpy cannot even count them
+
+
 def _parse_shape(value, where, what="shape") -> list:
     if not isinstance(value, list) or not all(type(s) is int and s >= 0 for s in value):
         raise FormatError(f"{where}: {what} must be a list of non-negative integers, got {value!r}")
+    total = 1
+    for s in value:
+        total *= s
+    if total > _MAX_ITEMS or any(s > _MAX_ITEMS for s in value):
+        raise FormatError(f"{where}: {what} {value!r} counts more items than a file can hold")
     return value
 
 

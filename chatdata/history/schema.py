@@ -23,7 +23,7 @@ import torch
 from ..td import FormatError, NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td.storage import LoadedRagged
 from ..td.tensorclass import TensorClass
-from .columns import FIELDS, FLAGS_KEY
+from .columns import DEFAULTS, FIELDS, FLAGS_KEY
 
 __all__ = ["check_loaded_storage", "FLAG_MAX"]
 
@@ -69,7 +69,9 @@ def _check_flags(flags: torch.Tensor, where) -> None:
 
 def check_loaded_storage(storage, folder: Path) -> None:
     """Raise :class:`FormatError` naming the file unless ``storage`` (just loaded from
-    ``folder``) has a History's columns; defers the flag-value pass to the first read."""
+    ``folder``) has a History's columns; defers the flag-value pass to the first read. An
+    optional column the folder does not hold (``is_complete``, ``tool_calls``, ...) is added
+    as its default, so that every reader sees a History's whole schema."""
     values = storage.values if isinstance(storage, RaggedTensorDict) else storage
     vdir = Path(folder) / "_values" if isinstance(storage, RaggedTensorDict) else Path(folder)
     where = vdir / "meta.json"
@@ -88,6 +90,9 @@ def check_loaded_storage(storage, folder: Path) -> None:
         err = _column_error(name, col)
         if err is not None:
             raise FormatError(f"{where}: {err}")
+    for name, default in DEFAULTS.items():  # an optional column not saved: its default for every message
+        if name not in cols:
+            cols[name] = NonTensorData(default, batch_size=values.batch_size)
     flags = cols.get(FLAGS_KEY)
     if flags is None:
         return

@@ -57,6 +57,20 @@ def test_broken_schema_is_a_format_error_naming_the_file(tmp_path, name):
         History.load_memmap(path).to_chats()
 
 
+@pytest.mark.parametrize("drop", [("extra",), ("tool_responses", "is_complete"), ("extra", "tool_responses", "is_complete")])
+def test_a_folder_without_an_optional_column_reads_it_as_its_default(tmp_path, drop):
+    """format.md lists is_complete, tool_calls, tool_responses and extra as optional: without
+    one, to_chats worked but to_arrow() and export raised KeyError."""
+    chats = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}], []]
+    path = tmp_path / "h"
+    History.from_chats(chats).memmap(path)
+    _edit(_values_meta(path), lambda m: [m["entries"].pop(k) for k in drop])
+    h = History.load_memmap(path)
+    assert h.to_chats() == chats
+    assert History.from_arrow(h.to_arrow()).to_chats() == chats
+    h.memmap(tmp_path / "again", copy_existing=True)
+    assert History.load_memmap(tmp_path / "again").to_chats() == chats
+
 @pytest.mark.parametrize("flag", [0x40, -1, 16])
 def test_odd_flag_bytes_are_a_format_error(tmp_path, flag):
     path = _saved(tmp_path)

@@ -43,7 +43,14 @@ def side_columns(values) -> dict:
             out[name] = v
     dtypes = values["column_dtypes"] if "column_dtypes" in values.keys() else None
     if isinstance(dtypes, str):
-        dtypes = json.loads(dtypes)
+        try:
+            dtypes = json.loads(dtypes)
+        except (ValueError, RecursionError):
+            dtypes = ...
+    if dtypes is not None and not (isinstance(dtypes, dict) and all(
+            isinstance(getattr(torch, str(d), None), torch.dtype) for d in dtypes.values())):
+        raise ValueError(f"column_dtypes must be a JSON object of column name -> torch dtype name "
+                         f"(e.g. {{\"logprobs\": \"float32\"}}), got {values['column_dtypes']!r:.200}")
     return {name: (t, getattr(torch, str((dtypes or {}).get(name, "")), None) or t.dtype) for name, t in out.items()}
 
 
@@ -142,15 +149,24 @@ def _open_source(source):
         if not isinstance(t, torch.Tensor) or t.ndim != 1:
             raise ValueError(f"{where}: {name} must be one flat tensor of tokens, got "
                              f"{type(t).__name__}{'' if not isinstance(t, torch.Tensor) else tuple(t.shape)}")
-    if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+    if ids.dtype not in _INT_DTYPES:
         raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
-    side = side_columns(values)
+    if masks.dtype != torch.bool and masks.dtype not in _INT_DTYPES:
+        raise ValueError(f"{where}: assistant_masks must be bool (or 0/1 integers), got dtype {masks.dtype}")
+    try:
+        side = side_columns(values)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
     if "loss_weights" in side:
         w = side["loss_weights"][0]
-        if w.ndim != 1 or not w.dtype.is_floating_point or w.numel() != ids.numel():
-            raise ValueError(f"{where}: loss_weights must be one flat float column with a weight per token "
-                             f"({ids.numel()}), got {tuple(w.shape)} {w.dtype}")
+        if w.ndim != 1 or w.dtype not in _WEIGHT_DTYPES or w.numel() != ids.numel():
+            raise ValueError(f"{where}: loss_weights must be one flat float16/bfloat16/float32/float64 column "
+                             f"with a weight per token ({ids.numel()}), got {tuple(w.shape)} {w.dtype}")
     return ids, masks, source.offsets, side
+
+
+_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+_WEIGHT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _numpy_or_tensor(t: torch.Tensor):
@@ -292,8 +308,8 @@ class TokenDataset(torch.utils.data.Dataset):
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         side = {name: _take(col, dtype, pieces) for name, (col, dtype) in self._side.items()}
-        if "loss_weights" in side:  # a weight of 0 is not trained
-            mask &= side["loss_weights"].numpy() != 0
+        if "loss_weights" in side:  # a weight of 0 is not trained (compared in torch: bfloat16 has no numpy)
+            mask &= (side["loss_weights"] != 0).numpy()
         return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), side)
 
     def __repr__(self) -> str:

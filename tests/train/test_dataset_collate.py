@@ -133,6 +133,47 @@ def test_dataset_bad_input(tmp_path, sample_tokenizer):
         TokenDataset([1, 2, 3])
 
 
+
+def _token_set(columns: dict, lengths=(2, 3)):
+    from chatdata import RaggedTensorDict, TensorDict
+
+    n = sum(lengths)
+    return RaggedTensorDict(TensorDict(columns, [n]), torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()]))
+
+
+@pytest.mark.parametrize("column, dtype, match", [
+    ("input_ids", torch.complex64, "input_ids must be integer token ids, got dtype torch.complex64"),
+    ("assistant_masks", torch.float32, "assistant_masks must be bool .* got dtype torch.float32"),
+    ("loss_weights", torch.float8_e4m3fn, "loss_weights must be one flat float16/bfloat16/float32/float64 column"),
+])
+def test_dataset_refuses_columns_of_a_dtype_it_cannot_train_on(column, dtype, match):
+    """complex ids passed the check and failed in __getitems__; float8 weights in collate."""
+    cols = {"input_ids": torch.arange(5), "assistant_masks": torch.ones(5, dtype=torch.bool),
+            "loss_weights": torch.ones(5)}
+    cols[column] = cols[column].to(dtype)
+    with pytest.raises(ValueError, match=match):
+        TokenDataset(_token_set(cols))
+
+
+def test_bfloat16_loss_weights_and_uint64_ids_train():
+    ds = TokenDataset(_token_set({"input_ids": torch.arange(5).to(torch.uint64), "loss_weights":
+                                  torch.tensor([1, 0, 1, 1, 0.5], dtype=torch.bfloat16),
+                                  "assistant_masks": torch.ones(5, dtype=torch.bool)}))
+    rows = ds.__getitems__([0, 1])
+    batch = collate_padding_free(rows)
+    assert batch["input_ids"].tolist() == [[0, 1, 2, 3, 4]]
+    assert (batch["labels"][0] != -100).tolist() == [False, False, False, True, True]  # a row's first token, weight 0
+
+
+@pytest.mark.parametrize("dtypes", ['{not json', '{"loss_weights": "Tensor"}', '["x"]', "5"])
+def test_dataset_refuses_a_column_dtypes_entry_that_names_no_dtype(dtypes):
+    from chatdata import NonTensorData
+
+    cols = {"input_ids": torch.arange(5), "assistant_masks": torch.ones(5, dtype=torch.bool),
+            "loss_weights": torch.ones(5, dtype=torch.float16), "column_dtypes": NonTensorData(dtypes, batch_size=[5])}
+    with pytest.raises(ValueError, match="column_dtypes must be a JSON object of column name -> torch dtype name"):
+        TokenDataset(_token_set(cols))
+
 def test_empty_token_set_and_bad_index(tmp_path, sample_tokens):
     empty = sample_tokens[:0]
     with pytest.raises(ValueError, match="holds no sequences"):

@@ -110,7 +110,7 @@ def test_bad_rows_and_columns_fail_clearly(weighted_tokens):
     bad = RaggedTensorDict(TensorDict({"input_ids": vals["input_ids"], "assistant_masks": vals["assistant_masks"],
                                        "loss_weights": vals["assistant_masks"]}, [vals["input_ids"].numel()]),
                            weighted_tokens.offsets)
-    with pytest.raises(ValueError, match="loss_weights must be one flat float column"):
+    with pytest.raises(ValueError, match="loss_weights must be one flat float16/bfloat16/float32/float64 column"):
         TokenDataset(bad)
 
 

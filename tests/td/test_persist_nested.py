@@ -197,3 +197,11 @@ def test_overflowing_sizes_are_format_errors_and_verify_reports_them(tmp_path, l
         load_memmap(path)
     report = verify(path)  # reports, never raises
     assert [p.path.endswith("a.sizes.memmap") for p in report.problems] == [True]
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_repr_of_a_strided_nested_tensor_marks_its_ragged_dims():
+    """A strided nested tensor has no .shape (torch raises RuntimeError): repr() of a
+    TensorDict holding one raised it."""
+    nt = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(4, 3)])
+    assert "x: Tensor(shape=torch.Size([2, -1, 3]), device=cpu, dtype=torch.float32" in repr(TensorDict({"x": nt}, [2]))

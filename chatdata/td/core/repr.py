@@ -35,8 +35,21 @@ def leaf_repr(value) -> str:
                 shared = value.is_shared()
             except Exception:
                 shared = False
-        return f"{cls}(shape={value.shape}, device={value.device}, dtype={value.dtype}, is_shared={shared})"
+        return f"{cls}(shape={_shape(value)}, device={value.device}, dtype={value.dtype}, is_shared={shared})"
     return repr(value)
+
+
+def _shape(t: torch.Tensor) -> torch.Size:
+    """``t.shape``; a strided nested tensor has none: its sizes, -1 where its items differ."""
+    if not (t.is_nested and t.layout == torch.strided):
+        return t.shape
+    sizes = []
+    for d in range(t.dim()):
+        try:
+            sizes.append(t.size(d))
+        except RuntimeError:  # the items differ along d
+            sizes.append(-1)
+    return torch.Size(sizes)
 
 
 def fields_block(items) -> str:

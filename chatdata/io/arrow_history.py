@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
-from ..td import NonTensorData, NonTensorStack
+from ..td import FormatError, NonTensorData, NonTensorStack
 from .arrow_columns import JSON_META, python_array, stack_from_strings, string_array, strip_nulls, tensor_buffer
 from .deps import require_pyarrow
 
@@ -209,9 +209,10 @@ def messages_array(h, json: str = "typed", n: int | None = None):
     cols = {name: h.message_column(name) for name in ("role", "content", "is_complete", "tool_calls",
                                                        "tool_responses", "extra")}
     try:
-        flags = h.message_column("_flags").reshape(-1)
+        flags_col = h.message_column("_flags")
     except KeyError:
-        flags = torch.zeros(n, dtype=torch.int8)
+        flags_col = torch.zeros(n, dtype=torch.int8)
+    flags = flags_col.reshape(-1)
     flags_np = flags.numpy()  # numpy's any() is ~100x faster than torch's on int8 (no thread pool)
     set_bits = _flag_union(flags_np) if n else 0
     any_flags = set_bits != 0
@@ -239,6 +240,10 @@ def messages_array(h, json: str = "typed", n: int | None = None):
             null_keys = [[] for _ in range(n)]
             for i, (c, f) in enumerate(zip(values, fl)):
                 if f & CONTENT_ABSENT:
+                    if c is not None:  # to_chats refuses it too: a table must not carry it on
+                        raise FormatError(f"{getattr(flags_col, 'filename', None) or 'History column _flags'}: corrupt "
+                                          f"History column '_flags': flags {f} mark message {i} as without "
+                                          f"content, but its content is {c!r:.40}")
                     values[i] = None
                 elif c is None:
                     null_keys[i].append("content")

@@ -71,6 +71,7 @@ def test_a_folder_without_an_optional_column_reads_it_as_its_default(tmp_path, d
     h.memmap(tmp_path / "again", copy_existing=True)
     assert History.load_memmap(tmp_path / "again").to_chats() == chats
 
+
 @pytest.mark.parametrize("flag", [0x40, -1, 16])
 def test_odd_flag_bytes_are_a_format_error(tmp_path, flag):
     path = _saved(tmp_path)
@@ -91,6 +92,8 @@ def test_content_absent_flag_on_a_message_with_content_is_named(tmp_path):
     flags_file.write_bytes(bytes(raw))
     with pytest.raises(FormatError, match="_flags"):
         History.load_memmap(path).to_chats()
+    with pytest.raises(FormatError, match=rf"{flags_file}: .*flags 1 mark message 0 as without content"):
+        History.load_memmap(path).to_arrow()  # it used to give a table from_arrow refused
 
 
 def test_per_message_json_value_of_wrong_type_is_named(tmp_path):

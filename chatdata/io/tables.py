@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 from .deps import require_pyarrow
+from ..td import FormatError
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
            "TableImportStats"]
@@ -271,6 +272,23 @@ def _chunks(ds, chunk_size: int):
         yield ds[a:a + chunk_size]
 
 
+def _check_strings(table, column: str, first: int) -> None:
+    """The ``role`` and ``content`` of a History's table are the saved files' bytes, handed
+    over unread (zero-copy): check their UTF-8 (Arrow's validation, ~0.3 ms per MB) before a
+    Parquet file carries them on."""
+    pa = require_pyarrow()
+    messages = table.column(column)
+    for chunk in messages.chunks:
+        for name in ("role", "content"):
+            arr = chunk.values.field(name)
+            if pa.types.is_large_string(arr.type) or pa.types.is_string(arr.type):
+                try:
+                    arr.validate(full=True)
+                except pa.ArrowInvalid as err:
+                    raise FormatError(f"the {name} of conversations {first}..{first + len(table) - 1} is corrupt "
+                                      f"({err}); `chatdata verify` names the file") from None
+
+
 def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages", compression: str = "zstd") -> int:
     """Write the History dataset ``ds`` (a History, a path to a plain or sharded dataset) to the
     Parquet file ``out`` (one row group per chunk; written to a temporary file, then renamed).
@@ -315,6 +333,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
         with pq.ParquetWriter(str(tmp), schema, compression=compression) as w:
             for chunk in _chunks(ds, chunk_size):
                 t = chunk.to_arrow(column)
+                _check_strings(t, column, n)
                 if t.schema != schema:
                     t = t.cast(schema)
                 w.write_table(t, row_group_size=max(len(t), 1))

@@ -183,3 +183,17 @@ def test_a_folder_of_saved_histories_is_not_a_table_source(tmp_path):
     assert list((tmp_path / "runs").rglob("*.typed.arrow"))
     assert not is_table_source(tmp_path / "runs") and not is_table_source(tmp_path)
     assert main(["import", str(tmp_path / "runs"), str(tmp_path / "out")]) == 1
+
+
+@pytest.mark.parametrize("column", ["role", "content"])
+def test_export_refuses_strings_that_are_not_utf8_and_leaves_no_file(tmp_path, column):
+    """A loaded History hands its role/content bytes to Arrow unread: one flipped byte went
+    into the Parquet file (readers elsewhere fail on it later)."""
+    History.from_chats([[{"role": "user", "content": "héllo"}], [{"role": "user", "content": "b"}]]).memmap(tmp_path / "h")
+    data_file = tmp_path / "h" / "_storage" / "_values" / f"{column}.bytes.memmap"
+    raw = bytearray(data_file.read_bytes())
+    raw[1] = 0xF3  # "user" -> b"u\xf3er", "héllo" -> b"h\xf3\xa9llo"
+    data_file.write_bytes(bytes(raw))
+    with pytest.raises(chatdata.FormatError, match=rf"the {column} of conversations 0..1 is corrupt .*UTF8.*chatdata verify"):
+        export_parquet(tmp_path / "h", tmp_path / "out.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h"]

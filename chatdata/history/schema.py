@@ -96,7 +96,7 @@ def check_loaded_storage(storage, folder: Path) -> None:
     flags = cols.get(FLAGS_KEY)
     if flags is None:
         return
-    if not isinstance(flags, torch.Tensor) or flags.dtype not in (torch.int8, torch.uint8):
+    if not isinstance(flags, torch.Tensor) or flags.dtype != torch.int8:
         raise FormatError(f"{where}: column {FLAGS_KEY!r} must be an int8 tensor, got {getattr(flags, 'dtype', type(flags).__name__)}")
     flags_file = getattr(flags, "filename", None) or where
     if isinstance(storage, LoadedRagged):

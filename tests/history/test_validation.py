@@ -44,6 +44,7 @@ SCHEMA_BREAKS = {
     "extra wrong type": lambda m: m["entries"].update(extra={"kind": "value", "batch_size": [4], "value": 5}),
     "role a tensor": lambda m: m["entries"].update(role=m["entries"]["_flags"]),
     "flags a str column": lambda m: m["entries"].update(_flags=m["entries"]["role"]),
+    "flags uint8": lambda m: m["entries"]["_flags"].update(dtype="uint8"),  # a sharded save then failed
     "unknown column": lambda m: m["entries"].update(surprise={"kind": "value", "batch_size": [4], "value": 1}),
     "is_complete a str": lambda m: m["entries"].update(is_complete={"kind": "value", "batch_size": [4], "value": "yes"}),
 }

@@ -82,7 +82,7 @@ _json_value = st.recursive(
 _message = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=3)},
     optional={
-        "tool_calls": st.lists(st.fixed_dictionaries(
+        "tool_calls": st.none() | st.lists(st.fixed_dictionaries(  # None given: the _null_keys path
             {"type": st.just("function"), "function": st.fixed_dictionaries(
                 {"name": st.sampled_from(["f", "g"]), "arguments": st.one_of(_json_value, st.text(max_size=4))})}),
             max_size=2),
@@ -110,9 +110,12 @@ def test_the_copy_gives_the_table_the_parse_gives(tmp_path_factory, chats, cut):
     _drop_copies(path)
     parsed = load_memmap(path)
     assert with_copy.equals(parsed.to_arrow()) and with_copy.equals(h.to_arrow())
-    if copies == {True}:  # every JSON column from its copy
+    # a key given as None takes the per-message path, whose types come from the rows it reads
+    # (a slice can take the copies' path where the whole did not): only the chats are compared
+    given_none = any(m.get("tool_calls", 0) is None for c in chats for m in c)
+    if copies == {True} and not given_none:  # every JSON column from its copy
         assert sliced.equals(with_copy.slice(cut))
-    elif copies == {False}:  # every one parsed
+    elif copies == {False} and not given_none:  # every one parsed
         assert sliced.equals(parsed[cut:].to_arrow())
     assert History.from_arrow(with_copy).to_chats() == chats
     assert History.from_arrow(sliced).to_chats() == chats[cut:]
@@ -264,3 +267,20 @@ def test_a_copy_with_a_field_name_that_is_not_utf8_is_not_used(tmp_path):
         got = load_memmap(tmp_path / "h").to_arrow()
     assert History.from_arrow(got).to_chats() == CHATS
     assert "typed copy is unreadable" in verify(tmp_path / "h", checksums=False).problems[0].message
+
+
+@pytest.mark.parametrize("start", [0, 3, 8, 16])
+def test_a_key_given_as_none_is_found_through_the_copys_bitmap_in_any_slice(tmp_path, start):
+    """Whether a message has tool_calls given as None is read from the copy's validity bitmap
+    (8 messages a byte; a slice starting inside a byte reads the null mask instead)."""
+    call = [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]
+    chats = [[{"role": "user", "content": str(i)}, {"role": "assistant", "content": "", "tool_calls": call}]
+             for i in range(12)]
+    chats[9][1]["tool_calls"] = None  # message 19 of the column
+    History.from_chats(chats).memmap(tmp_path / "h")
+    assert "typed" in _entry(tmp_path / "h")
+    for stop in (9, 12):  # without the message given None, then with it
+        got = load_memmap(tmp_path / "h")[start // 2:stop].to_arrow()
+        assert History.from_arrow(got).to_chats() == chats[start // 2:stop]
+        names = got.schema.field("messages").type.value_type.names
+        assert ("_null_keys" in names) == (stop == 12)

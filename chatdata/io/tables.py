@@ -28,8 +28,8 @@ import time
 import uuid
 from pathlib import Path
 
-from .deps import require_pyarrow
 from ..td import FormatError
+from .deps import require_pyarrow
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
            "TableImportStats"]

@@ -268,7 +268,7 @@ def column(td: TensorDict, name: str) -> list:
     if isinstance(entry, NonTensorData):
         return [entry.data] * n
     if isinstance(entry, NonTensorStack):
-        ids = entry._index_t.reshape(-1).tolist()
+        ids = entry._ids()  # a range stays a range: the column keeps its zero-copy paths
         pool = entry._pool
         if pool._list is not None and len(ids) > 1:  # one C-level gather
             return list(itemgetter(*ids)(pool._list))

@@ -63,6 +63,24 @@ def test_verify_finds_a_same_size_valid_utf8_change_and_names_the_file(tmp_path)
         History.load_memmap(path, verify=True)
 
 
+
+def test_saving_a_damaged_loaded_column_again_stops_instead_of_blessing_it(tmp_path):
+    """A loaded string column is never written in place, so saving it whole must write the
+    bytes its folder recorded: a copy used to record the damage under a new, matching checksum
+    (verify of the copy then passed)."""
+    path = tmp_path / "ds"
+    History.from_chats(CHATS).memmap(path)
+    content = path / "_storage" / "_values" / "content.bytes.memmap"
+    _flip_same_size(content, b"kenobi", b"KENOBI")
+    h = History.load_memmap(path)
+    assert h.to_chats()[1][1]["content"] == "general KENOBI"  # reading first must not hide the column
+    for target in (tmp_path / "copy", path):  # a copy, and a save over the folder itself
+        with pytest.raises(FormatError, match=rf"{content}: its bytes do not match the checksum its folder recorded"):
+            h.memmap(target, copy_existing=True, existsok=True)
+    assert not (tmp_path / "copy").exists() and not verify(path).ok  # the old folder is as it was
+    h[:1].memmap(tmp_path / "part", copy_existing=True)  # a part is new bytes: checked by its own new checksums
+    assert verify(tmp_path / "part").ok
+
 def test_verify_finds_a_shifted_monotonic_offset(tmp_path):
     path = tmp_path / "ds"
     History.from_chats(CHATS).memmap(path)

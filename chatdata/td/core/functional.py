@@ -197,13 +197,13 @@ def _merge_pools(items) -> tuple[Pool, list]:
             continue
         src = it._pool
         if id(src) in bases:
-            indices.append(it._index_t + bases[id(src)])
+            indices.append(it._index_view + bases[id(src)])
         elif it.numel() * 4 >= len(src):
             base = pool.extend(src._list if src._list is not None else src.take(range(len(src))))
             bases[id(src)] = base
-            indices.append(it._index_t + base)
+            indices.append(it._index_view + base)
         else:
-            start = pool.extend(src.take(it._index_t.reshape(-1).tolist()))
+            start = pool.extend(src.take(it._ids()))
             indices.append(torch.arange(start, start + it.numel(), dtype=torch.long).reshape(it.batch_size))
     return pool, indices
 
@@ -217,7 +217,7 @@ def cat_non_tensor(items, dim: int = 0):
     items = [i.maybe_to_stack() if isinstance(i, NonTensorData) else i for i in items]
     pools = {id(i._pool) for i in items}
     if len(pools) == 1:
-        return NonTensorStack._from_parts(torch.cat([i._index_t for i in items], dim), items[0]._pool, items[0].device)
+        return NonTensorStack._from_parts(torch.cat([i._index_view for i in items], dim), items[0]._pool, items[0].device)
     pool, parts = _merge_pools(items)
     return NonTensorStack._from_parts(torch.cat(parts, dim), pool, items[0].device)
 

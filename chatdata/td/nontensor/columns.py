@@ -1,6 +1,6 @@
 """Column-level methods of ``NonTensorStack``: sizes, packed (bytes + offsets) views, value
 counts, ``contiguous``. A mixin: the stack's pool (``_pool``), its index
-(``_index_t``, ``_rng``, ``_ids()``) and ``_from_parts`` come from
+(``_index_t``, ``_index_view``, ``_rng``, ``_ids()``) and ``_from_parts`` come from
 :class:`~chatdata.td.nontensor.leaves.NonTensorStack`.
 
 Example:
@@ -45,7 +45,7 @@ class ColumnMethods:
         """
         pool = self._pool
         if pool.is_packed and not pool._extras and pool.kind == "str":
-            idx = self._index_t
+            idx = self._index_view
             off = pool.offsets
             return off[idx + 1] - off[idx]
         sizes = array("q", (len(v.encode("utf-8", "surrogatepass")) if type(v) is str else
@@ -71,7 +71,7 @@ class ColumnMethods:
         if pool.is_packed and not pool._extras and rng is not None and rng.step == 1:
             pool.check_offsets(rng.start, rng.stop)  # views go to code that trusts them (Arrow)
             return pool.data, pool.offsets[rng.start:rng.stop + 1], pool.kind
-        p = pool.packed(self._index_t.reshape(-1))
+        p = pool.packed(self._index_view.reshape(-1))
         return p.data, p.offsets, p.kind
 
     @classmethod
@@ -110,7 +110,7 @@ class ColumnMethods:
             except TypeError:  # unhashable values (dicts, lists): count their JSON text
                 counts = Counter(json_text(v) for v in flat)
                 return {k: c for k, c in counts.most_common()}
-        idx = self._index_t.reshape(-1)
+        idx = self._index_view.reshape(-1)
         starts = pool.offsets[idx]
         lens = pool.offsets[idx + 1] - starts
         width = int(lens.max())
@@ -132,6 +132,6 @@ class ColumnMethods:
 
     def packed(self) -> "NonTensorStack":
         """A copy whose values are packed in index order (UTF-8 bytes + offsets)."""
-        pool = self._pool.packed(self._index_t)
-        index = torch.arange(self.numel(), dtype=torch.long).reshape(self._index_t.shape)
+        pool = self._pool.packed(self._index_view)
+        index = torch.arange(self.numel(), dtype=torch.long).reshape(self.batch_size)
         return type(self)._from_parts(index, pool, self._device)

@@ -286,7 +286,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
         if isinstance(stacked, NonTensorData):
             stacked = stacked.maybe_to_stack()
-        self._init(stacked._index_t, stacked._pool, device if device is not None else stacked._device)
+        self._init(stacked._rng if stacked._idx is None else stacked._idx, stacked._pool, device if device is not None else stacked._device)
 
     def _init(self, index, pool: Pool, device):
         # the index is a tensor, or (1-D, not yet materialised) a Python range: loading or
@@ -311,6 +311,15 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     def _index_t(self, value: torch.Tensor) -> None:
         self._idx, self._rng = value, None
 
+    @property
+    def _index_view(self) -> torch.Tensor:
+        """The index as a tensor, for reading: a range stays a range (a contiguous stack keeps
+        its zero-copy paths: ``packed_column``, saving a loaded column as it is)."""
+        if self._idx is None:
+            r = self._rng
+            return torch.arange(r.start, r.stop, r.step, dtype=torch.long)
+        return self._idx
+
     def _ids(self):
         """Every element's pool id in order: a range (no allocation) or a list."""
         if self._idx is None:
@@ -328,8 +337,8 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
                     raise IndexError(f"index {it} is out of range for a stack of {n} values")
                 return self._element(self._rng[it], it)
         # the index tensor is the batch: indexing it validates the index and gives the result
-        norm = normalize_index(index, self._index_t.ndim)
-        index = self._index_t[norm]
+        norm = normalize_index(index, self._index_view.ndim)
+        index = self._index_view[norm]
         if index.ndim == 0:
             return self._element(int(index), norm)
         return self._view(index)
@@ -394,7 +403,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         return _nested_list(self._pool.take(self._ids()), self.batch_size)
 
     def _apply_batch_fn(self, fn, batch_size):
-        index = fn(self._index_t)
+        index = fn(self._index_view)
         if index.ndim == 0:  # a single element: its value, as tensordict gives it
             return NonTensorData(self._pool.get(int(index)), batch_size=(), device=self._device)
         return self._view(index)
@@ -434,7 +443,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         target_shape = self._index_t[idx].shape
         if isinstance(value, NonTensorStack):
             ids = torch.tensor(
-                self._pool.extend(value._pool.take(value._index_t.reshape(-1).tolist())), dtype=torch.long
+                self._pool.extend(value._pool.take(value._ids())), dtype=torch.long
             ) + torch.arange(value.numel())
             self._index_t[idx] = ids.reshape(value.batch_size)
             return
@@ -482,26 +491,26 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     def to(self, device=None, *args, **kwargs):
         if isinstance(device, torch.dtype) or device is None:
             return self
-        return NonTensorStack._from_parts(self._index_t, self._pool, device)
+        return NonTensorStack._from_parts(self._index_t, self._pool, device)  # shares the index, as a view
 
     def cpu(self):
         return self.to("cpu")
 
     def clone(self, recurse: bool = True):
         """A copy with its own index (the pool is shared: values are never mutated in place)."""
-        return NonTensorStack._from_parts(self._index_t.clone(), self._pool, self._device)
+        return NonTensorStack._from_parts(self._rng if self._idx is None else self._idx.clone(), self._pool, self._device)
 
     def __eq__(self, other):
-        mine = self._pool.take(self._index_t.reshape(-1).tolist())
+        mine = self._pool.take(self._ids())
         if isinstance(other, NonTensorStack):
             if other.batch_size != self.batch_size:
                 raise ValueError(f"cannot compare stacks of shapes {self.batch_size} and {other.batch_size}")
-            theirs = other._pool.take(other._index_t.reshape(-1).tolist())
+            theirs = other._pool.take(other._ids())
             res = [a == b for a, b in zip(mine, theirs)]
         else:
             val = other.data if isinstance(other, NonTensorData) else other
             res = [a == val for a in mine]
-        return torch.tensor(res, dtype=torch.bool).reshape(self._index_t.shape)
+        return torch.tensor(res, dtype=torch.bool).reshape(self.batch_size)
 
     def __ne__(self, other):
         return ~(self == other)
@@ -524,7 +533,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
         mine = self._pool.take(self._ids())
         if isinstance(other, NonTensorStack):
-            theirs = other._pool.take(other._index_t.expand(bs).reshape(-1).tolist())
+            theirs = other._pool.take(other._index_view.expand(bs).reshape(-1).tolist())
         else:
             theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
         res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],

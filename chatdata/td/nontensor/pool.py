@@ -105,7 +105,7 @@ class Pool:
     """An append-only, shareable sequence of values (see the module docstring)."""
 
     __slots__ = ("_list", "_data", "_offsets", "kind", "_extras", "_mv", "_off", "_loader", "_n", "_source", "_typed",
-                 "_whole")
+                 "_whole", "_recorded")
 
     #: What reading a corrupt packed column raises (the message names its file). The storage
     #: room sets its ``FormatError`` here when it is imported: the on-disk format sits above
@@ -129,6 +129,9 @@ class Pool:
         # recorded checksum), or None;
         # it describes the packed base only (chatdata.td.storage.typed_copies)
         self._typed = None
+        # a loaded column's files and the checksums their folder recorded, ((data path, checksum),
+        # (offsets path, checksum)), or None: a save of the whole column compares what it writes
+        self._recorded = None
         # the packed base's offsets are known to be whole (0, never decreasing, the data size):
         # packed here, or checked once by check_offsets(); offsets from a file or a caller are not
         self._whole = False

@@ -169,6 +169,8 @@ class _Reader:
                 raise FormatError(f"{where}: offsets in {off_path} do not match {data_path}")
             data, _ = folder.map(data_name, torch.uint8, size, shared=False, random=True)
             pool = Pool.from_packed(data, offsets, kind)
+            if isinstance(sums, dict) and (sums.get(data_name) or sums.get(off_name)):
+                pool._recorded = ((str(data_path), sums.get(data_name)), (str(off_path), sums.get(off_name)))
             if kind == "json" and "typed" in m:
                 pool._typed = _typed_copy(folder, m["typed"], where, sums)
         pool._source = str(off_path)

@@ -62,7 +62,7 @@ def _raw(t) -> memoryview:
 
 def _stack_values(stack: NonTensorStack) -> list:
     """All values of a 1-D string stack, in order (no copy for a plain list-backed column)."""
-    pool, index = stack._pool, stack._index_t.reshape(-1)
+    pool, index = stack._pool, stack._index_view.reshape(-1)
     lst = pool._list
     if lst is not None and len(lst) == index.numel() and (
         index.numel() == 0 or (int(index[0]) == 0 and int(index[-1]) == len(lst) - 1

@@ -27,7 +27,7 @@ from ..nontensor import NonTensorData, NonTensorStack, to_json_texts
 from ..tensorclass import TensorClass
 from . import checksum as _checksum, typed_copies as _typed
 from .dtypes import dtype_name
-from .fsops import atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
+from .fsops import FormatError, atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
 from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .json_values import (_SurrogateAt, _check_key_text, _check_surrogates, _entry_value, _first_surrogate,
                           _has_surrogate, _surrogate_message)
@@ -177,9 +177,12 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
             if ids is not None and ids == range(len(pool)):  # the stack is its pool, in order
                 packed = pool.packed()  # a packed pool (e.g. a loaded column) is written as it is
             else:
-                packed = pool.packed(stack._index_t.reshape(-1))
-            _checksum.record(sums, data_path.name, _write_tensor(packed.data, data_path))
-            _checksum.record(sums, off_path.name, _write_tensor(packed.offsets, off_path))
+                packed = pool.packed(stack._index_view.reshape(-1))
+            written = (_write_tensor(packed.data, data_path), _write_tensor(packed.offsets, off_path))
+            if packed is pool and pool._recorded is not None:  # a loaded column, whole: its bytes as recorded?
+                _check_recorded(pool._recorded, written)
+            _checksum.record(sums, data_path.name, written[0])
+            _checksum.record(sums, off_path.name, written[1])
             kind, nbytes = packed.kind, int(packed.offsets[-1]) if packed.offsets.numel() else 0
     except TypeError as err:
         raise TypeError(f"cannot save {where}: {err}") from None
@@ -202,6 +205,18 @@ def _write_strings(stack: NonTensorStack, folder: Path, name: str, where: str, s
         if copy is not None:
             entry["typed"] = copy
     return entry
+
+
+def _check_recorded(recorded, written) -> None:
+    """A loaded string column is never written in place (it is mapped copy-on-write), so saving
+    it whole must write the bytes its folder recorded; when it does not, the file changed after
+    that save or is damaged, and the save stops rather than record the damage under a new,
+    matching checksum."""
+    for (path, want), got in zip(recorded, written):
+        if want is not None and got is not None and want != got:
+            raise FormatError(f"{path}: its bytes do not match the checksum its folder recorded ({want}, now "
+                              f"{got}): the file changed after it was saved, or is damaged. Not saved again; "
+                              "`chatdata verify` checks the folder")
 
 
 def _write_values(values: list, data_path: Path, off_path: Path, sums: dict) -> tuple[str, int]:

@@ -110,9 +110,31 @@ def strip_nulls(value):
     return value
 
 
+def _same(a, b) -> bool:
+    """``a == b`` where every value also has the same type (``1`` is not ``1.0``, nor ``True``)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(map(_same, a, b))
+    return a == b
+
+
+def _has_empty_struct(pa, t) -> bool:
+    """A struct without fields (what ``{}`` infers) somewhere in ``t``: Parquet cannot write it."""
+    if pa.types.is_struct(t):
+        return t.num_fields == 0 or any(_has_empty_struct(pa, f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_empty_struct(pa, t.value_type)
+    return False
+
+
 def python_array(values: list, as_text: bool = False):
     """An Arrow array of Python values (None = null) typed by Arrow's inference, if reading it
-    back (with :func:`strip_nulls`) gives ``values`` exactly; otherwise (or with ``as_text``) a
+    back (with :func:`strip_nulls`) gives ``values`` exactly, types included (an int that would
+    read back as a float is not), and Parquet can write it (no ``{}``, a struct without
+    fields); otherwise (or with ``as_text``) a
     ``large_string`` array of their JSON text (its field carries :data:`JSON_META`). Returns
     ``(array, is_json)``."""
     pa = require_pyarrow()
@@ -122,7 +144,8 @@ def python_array(values: list, as_text: bool = False):
         arr = pa.array(values, from_pandas=False)
         if pa.types.is_string(arr.type):
             arr = arr.cast(pa.large_string())
-        if pa.types.is_null(arr.type) or strip_nulls(arr.to_pylist()) == values:
+        if pa.types.is_null(arr.type) or (not _has_empty_struct(pa, arr.type)
+                                          and _same(strip_nulls(arr.to_pylist()), values)):
             return arr, False
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
         pass

@@ -106,7 +106,8 @@ def json_text_array(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | N
 @functools.lru_cache(maxsize=256)  # a column's type is asked again at every load (types are hashable)
 def exact_type(t) -> bool:
     """Whether values of Arrow type ``t`` read back as the JSON they came from (struct, list,
-    string, int64, bool and null only, every field name valid UTF-8).
+    string, int64, bool and null only, every field name valid UTF-8), and Parquet can write them
+    (no struct without fields: ``{}`` is kept as JSON text).
 
     Example:
         >>> import pyarrow as pa
@@ -115,7 +116,9 @@ def exact_type(t) -> bool:
     """
     ids = _EXACT_IDS or _exact_ids()
     tid = t.id
-    if tid == ids[0]:  # struct
+    if tid == ids[0]:  # struct; one without fields ({}) cannot be written to Parquet
+        if not t.num_fields:
+            return False
         for i in range(t.num_fields):
             f = t.field(i)
             try:

@@ -115,8 +115,17 @@ def iter_batches(path, column: str, batch_rows: int):
         raise ValueError(f"{path}: cannot read it as {'Parquet' if path.suffix == '.parquet' else 'Arrow IPC'} ({err})") from None
     if column not in schema.names:
         raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); name the messages column with --column")
-    for b in batches:
-        col = b.column(b.schema.get_field_index(column))
+    kind = "Parquet" if path.suffix.lower() == ".parquet" else "Arrow IPC"
+    while True:
+        try:
+            b = next(batches, None)
+            if b is None:
+                return
+            col = b.column(b.schema.get_field_index(column))
+            if kind != "Parquet":  # mapped as it is on disk: a bad offset would read outside the file
+                col.validate(full=True)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{path}: corrupt {kind} data ({str(err).splitlines()[0][:300]})") from None
         for a in range(0, len(col), batch_rows):
             yield col.slice(a, batch_rows) if len(col) > batch_rows else col
 

@@ -1,6 +1,7 @@
 """History / NonTensorStack / TensorDict <-> Arrow, Parquet and HF datasets: exact round trips."""
 import gc
 import io
+import json
 
 import datasets
 import pyarrow as pa
@@ -306,3 +307,22 @@ def test_loaded_sample_chats_keep_their_arrow_types(tmp_path):
     assert History.from_arrow(text).to_chats() == chats == History.from_arrow(_parquet_roundtrip(text)).to_chats()
     with pytest.raises(ValueError, match="json must be"):
         loaded.to_arrow(json="yaml")
+
+
+def _call(arguments):
+    return [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": arguments}}]}]
+
+
+@pytest.mark.parametrize("chats", [
+    [_call({"x": 1}), _call({"x": 1.5})],  # 1 read back as 1.0: the template rendered another text
+    [_call({}), _call({})],  # a struct without fields: Parquet cannot write it
+    [_call({"a": {}}), _call([1, 2.5])],
+], ids=["int-and-float", "empty-object", "nested-empty-and-mixed-list"])
+def test_values_arrow_would_change_or_parquet_cannot_write_go_as_json_text(tmp_path, chats):
+    for h in (History.from_chats(chats), History.from_chats(chats).memmap(tmp_path / "h")):
+        t = h.to_arrow()
+        pq.write_table(t, tmp_path / "x.parquet")
+        back = History.from_arrow(pq.read_table(tmp_path / "x.parquet")).to_chats()
+        assert back == chats
+        assert json.dumps(back) == json.dumps(chats)  # 1 stays 1, not 1.0

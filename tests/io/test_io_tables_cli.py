@@ -197,3 +197,23 @@ def test_export_refuses_strings_that_are_not_utf8_and_leaves_no_file(tmp_path, c
     with pytest.raises(chatdata.FormatError, match=rf"the {column} of conversations 0..1 is corrupt .*UTF8.*chatdata verify"):
         export_parquet(tmp_path / "h", tmp_path / "out.parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h"]
+
+
+def test_import_of_a_corrupt_arrow_file_is_an_error_naming_it_not_a_crash(tmp_path):
+    """An Arrow IPC input is memory-mapped as it is: a list offset past the data made the import
+    read outside the file (a bus error killed the process)."""
+    import numpy as np
+
+    msgs = [{"role": "user", "content": "hi"}]
+    table = pa.table({"messages": [msgs, None, msgs, msgs]})
+    src = tmp_path / "bad.arrow"
+    with pa.ipc.new_file(str(src), table.schema) as w:
+        w.write_table(table)
+    raw = bytearray(src.read_bytes())
+    at = raw.find(np.array([0, 1, 1, 2, 3], np.int32).tobytes())
+    assert at > 0
+    raw[at + 16:at + 20] = np.array([1 << 28], np.int32).tobytes()  # the last list offset
+    src.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=rf"{src}: corrupt Arrow IPC data \(.*out of bounds"):
+        import_tables(src, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -17,10 +17,14 @@ Accepted shapes, per line (or per item of a JSON list):
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import stat
 import sys
 import time
+import zlib
 from pathlib import Path
 
 from .common import CLIError, check_output, plural, say
@@ -105,10 +109,12 @@ def _sharegpt(rec: dict) -> list:
         if not isinstance(t, dict) or "from" not in t or "value" not in t:
             raise ValueError(f"turn {j}: expected {{\"from\": ..., \"value\": ...}}")
         frm, value = t["from"], t["value"]
+        if not isinstance(frm, str):
+            raise ValueError(f"turn {j}: 'from' must be a string (the speaker), got {type(frm).__name__}")
         if frm == "function_call":
             try:
                 call = json.loads(value) if isinstance(value, str) else value
-            except ValueError:
+            except (ValueError, RecursionError):
                 call = None
             if isinstance(call, dict) and "name" in call:
                 out.append({"role": "assistant", "content": "",
@@ -150,6 +156,16 @@ def _open(path: Path):
     return open(path, "rb")
 
 
+@contextlib.contextmanager
+def _reading(path: Path):
+    """Errors of reading ``path`` (a truncated or damaged .gz, an I/O error) as one line naming it."""
+    try:
+        yield
+    except (EOFError, OSError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+        hint = "; a damaged or truncated gzip file" if path.suffix == ".gz" else ""
+        raise CLIError(f"{path}: cannot read it ({err}{hint}); nothing was written") from None
+
+
 def _is_message(x) -> bool:
     return isinstance(x, dict) and ("role" in x or "from" in x)
 
@@ -158,7 +174,7 @@ def _whole_json(path: Path) -> bool:
     """True if the file is one JSON document (a list of conversations, or one conversation
     spread over several lines), not JSON Lines."""
     seen = []
-    with _open(path) as f:
+    with _reading(path), _open(path) as f:
         for line in f:
             s = line.strip()
             if not s:
@@ -185,7 +201,7 @@ def _records(path: Path, progress: Progress):
     """Yield ``(where, line_number, record_or_error)``; errors are ValueError instances."""
     loads = json.loads
     if _whole_json(path):
-        with _open(path) as f:
+        with _reading(path), _open(path) as f:
             raw = f.read()
         progress.update(len(raw))
         try:
@@ -202,7 +218,7 @@ def _records(path: Path, progress: Progress):
         for i, rec in enumerate(doc):
             yield f"item {i}", i, rec
         return
-    with _open(path) as f:
+    with _reading(path), _open(path) as f:
         for lineno, line in enumerate(f, 1):
             progress.done += len(line)
             if line.isspace() or not line:
@@ -228,6 +244,28 @@ class ImportStats:
         self.bytes = 0
 
 
+def _spool(src: Path, out: Path) -> Path:
+    """Copy a stream (a pipe, not a file) to a temporary file beside ``out`` (``.gz`` when it
+    starts with gzip's magic bytes), for an import that reads its source twice."""
+    import shutil
+    import tempfile
+
+    out.absolute().parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.stream-", suffix=".jsonl", dir=out.absolute().parent)
+    try:
+        with open(src, "rb") as f, os.fdopen(fd, "wb") as w:
+            head = f.read(2)
+            w.write(head)
+            shutil.copyfileobj(f, w, 1 << 20)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    if head == b"\x1f\x8b":  # gzip's magic bytes: read it as a .gz file
+        Path(name).rename(name + ".gz")
+        return Path(name + ".gz")
+    return Path(name)
+
+
 def _check_out(out: Path, overwrite: bool) -> None:
     check_output(out, overwrite)
 
@@ -235,7 +273,8 @@ def _check_out(out: Path, overwrite: bool) -> None:
 def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: bool = False,
                 overwrite: bool = True, progress: bool | None = None, report=None,
                 chunk_bytes: int = CHUNK_BYTES, allow_empty: bool = False, column: str = "messages",
-                shard_size: int | None = None, durable: bool = False, screen=None) -> ImportStats:
+                shard_size: int | None = None, durable: bool = False, screen=None,
+                source_name: str | None = None) -> ImportStats:
     """Import ``src`` into the dataset folder ``out``; returns counts. ``report(msg)`` receives
     each bad-line message (default: printed to stderr). Raises :class:`CLIError`, also when
     ``src`` holds no conversation at all, unless ``allow_empty``.
@@ -245,7 +284,10 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     (much larger ones make every chunk fault fresh pages in, ~1.5x slower end to end).
     ``durable=True`` fsyncs the dataset before and after it is renamed into place.
     ``screen``: a :class:`chatdata.hygiene.Screen` every chunk goes through (tool checks, dedup,
-    decontamination); rows it drops are not written, and an import it refuses writes nothing."""
+    decontamination); rows it drops are not written, and an import it refuses writes nothing.
+    ``source_name``: what messages call the source (default: its file name). A stream (a pipe
+    such as ``/dev/stdin``) is first copied to a temporary file beside ``out``: its format is
+    sniffed from its first lines, then it is read."""
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
     from ..td import RaggedTensorDict
@@ -256,6 +298,15 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     src, out = Path(src), Path(out)
     if not src.exists():
         raise CLIError(f"{src}: no such file")
+    if not src.is_dir() and not stat.S_ISREG(src.stat().st_mode):  # a pipe: /dev/stdin, <(zcat x.gz)
+        spooled = _spool(src, out)  # its format is sniffed from its first lines, then it is read: twice
+        try:
+            return import_file(spooled, out, fmt=fmt, chunk_size=chunk_size, strict=strict, overwrite=overwrite,
+                               progress=progress, report=report, chunk_bytes=chunk_bytes, allow_empty=allow_empty,
+                               column=column, shard_size=shard_size, durable=durable, screen=screen,
+                               source_name=source_name or src.name)
+        finally:
+            spooled.unlink(missing_ok=True)
     from ..io.tables import is_table_source
 
     report = report or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -280,7 +331,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     stats = ImportStats()
     size = src.stat().st_size if src.suffix != ".gz" else None
     bar = Progress("importing", total=size, unit="B", enabled=progress)
-    name = src.name
+    name = source_name or src.name
 
     def bad(where: str, err, order: int) -> None:
         msg = f"{name}:{where}: {err}"

@@ -72,14 +72,15 @@ def load_prompts(path, column: str | None = None) -> list[str]:
         try:
             doc = json.loads(raw)
             records = doc if isinstance(doc, list) else [doc]
-        except ValueError:
+        except (ValueError, RecursionError):
             records = []
             for lineno, line in enumerate(raw.splitlines(), 1):
                 if line.strip():
                     try:
                         records.append(json.loads(line))
-                    except ValueError as err:
-                        raise ValueError(f"{path}:line {lineno}: invalid JSON ({err})") from None
+                    except (ValueError, RecursionError) as err:
+                        why = err if isinstance(err, ValueError) else "nested too deeply"
+                        raise ValueError(f"{path}:line {lineno}: invalid JSON ({why})") from None
         keys = sorted({k for r in records if isinstance(r, dict) for k in r})
         col = _pick(column, keys, path)
         rows = [r.get(col) if isinstance(r, dict) else None for r in records]

@@ -61,7 +61,7 @@ def _call_key(call) -> object:
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
         return [fn.get("name"), args]
     return call

@@ -159,6 +159,6 @@ def _tool_list(tools):
 
         try:
             tools = json.loads(tools)
-        except ValueError:
+        except (ValueError, RecursionError):
             return tools
     return list(tools) if isinstance(tools, list) else tools

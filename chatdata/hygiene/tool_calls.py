@@ -63,8 +63,10 @@ def tool_schemas(tools) -> dict:
     if isinstance(tools, str):
         try:
             tools = json.loads(tools)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ValueError("tools is a string that is not JSON") from None
+    if tools is not None and not isinstance(tools, (list, tuple)):
+        raise ValueError(f"tools must be a list of tool objects, got {type(tools).__name__}")
     out = {}
     for t in tools or ():
         if not isinstance(t, dict):
@@ -172,8 +174,9 @@ def _check_call(call, schemas, validators, problem) -> object:
     if isinstance(args, str):
         try:
             args = json.loads(args)
-        except ValueError as err:
-            problem("arguments_not_json", f"the arguments of {name!r} are not JSON ({err}): {args[:60]!r}")
+        except (ValueError, RecursionError) as err:
+            why = err if isinstance(err, ValueError) else "nested too deeply"
+            problem("arguments_not_json", f"the arguments of {name!r} are not JSON ({why}): {args[:60]!r}")
             return None
     if not isinstance(args, dict):
         problem("arguments_not_object", f"the arguments of {name!r} are a {type(args).__name__}, not an object")
@@ -301,7 +304,7 @@ def _string_object(call):
         return None
     try:
         value = json.loads(parts[1])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
     return value if isinstance(value, dict) else None
 

@@ -222,3 +222,49 @@ def test_json_document_shapes(tmp_path):
     bad.write_text('[\n  {"messages": []\n')
     res = run_cli("import", bad, tmp_path / "broken")
     assert res.returncode == 1 and "not valid JSON" in res.stderr and len(res.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_import_from_a_pipe_reads_every_line(tmp_path, sample_jsonl, compressed):
+    """A pipe (/dev/stdin, <(zcat x.gz)) was read twice, the format sniffed from its first
+    lines, which the import then no longer had: 75 of 100,000 conversations were lost."""
+    import subprocess
+    import sys
+
+    data = sample_jsonl.read_bytes() * 40
+    out = tmp_path / "ds"
+    res = subprocess.run([sys.executable, "-m", "chatdata", "import", "/dev/stdin", str(out)],
+                         input=gzip.compress(data) if compressed else data, capture_output=True, timeout=300)
+    assert res.returncode == 0, res.stderr.decode()
+    want = [json.loads(line)["messages"] for line in data.splitlines() if line.strip()]
+    assert History.load_memmap(out).to_chats() == want
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # the spooled copy is gone
+    bad = subprocess.run([sys.executable, "-m", "chatdata", "import", "/dev/stdin", str(tmp_path / "b")],
+                         input=b'{"messages": 5}\n' + data[:2000].rsplit(b"\n", 1)[0] + b"\n", capture_output=True,
+                         timeout=300)
+    assert bad.returncode == 0 and b"stdin:line 1: 'messages' must be a list" in bad.stderr
+
+
+def test_a_damaged_gzip_source_is_one_line_naming_it(tmp_path, sample_jsonl):
+    """A truncated .gz was an internal error (EOFError); a file that is not gzip said only
+    "Not a gzipped file", without its name."""
+    whole = gzip.compress(sample_jsonl.read_bytes() * 20)
+    for name, raw, what in (("cut.jsonl.gz", whole[:len(whole) // 2], "Compressed file ended"),
+                            ("plain.jsonl.gz", b"garbage", "Not a gzipped file")):
+        (tmp_path / name).write_bytes(raw)
+        res = run_cli("import", tmp_path / name, tmp_path / "out")
+        assert res.returncode == 1 and "internal error" not in res.stderr
+        assert f"{tmp_path / name}: cannot read it ({what}" in res.stderr and "nothing was written" in res.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_sharegpt_speaker_that_is_not_a_string_is_one_bad_line(tmp_path):
+    """A 'from' that is a list raised TypeError (unhashable) and ended the whole import."""
+    src = tmp_path / "sg.jsonl"
+    src.write_text('{"conversations": [{"from": ["x"], "value": "hi"}]}\n'
+                   '{"conversations": [{"from": "function_call", "value": "' + "[" * 5000 + '"}, {"from": "human", "value": "ok"}]}\n')
+    res = run_cli("import", src, tmp_path / "ds")
+    assert res.returncode == 0, res.stderr
+    assert "sg.jsonl:line 1: turn 0: 'from' must be a string (the speaker), got list" in res.stderr
+    assert History.load_memmap(tmp_path / "ds").to_chats() == [
+        [{"role": "assistant", "content": "[" * 5000}, {"role": "user", "content": "ok"}]]

@@ -196,3 +196,20 @@ def test_unreadable_row_tools_are_a_problem_of_that_row(tmp_path, capsys):
     assert "rows.jsonl:line 1: bad_tool_schema" in err and "rows.jsonl:line 2: bad_tool_schema" in err
     assert "line 3" not in err and "line 4" not in err
     assert load_memmap(tmp_path / "ds").batch_size[0] == 2
+
+
+def test_arguments_nested_too_deeply_and_tools_that_are_not_a_list_are_no_crash(tmp_path, capsys):
+    """'[' * 100000 as arguments raised RecursionError and "tools": 5 a TypeError: both ended the
+    import as an internal error."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    deep = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": "[" * 100000}}]}], "tools": tools}
+    not_list = {"messages": [{"role": "user", "content": "y"}], "tools": 5}
+    good = {"messages": [{"role": "user", "content": "z"}], "tools": tools}
+    src = tmp_path / "c.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in (deep, not_list, good)) + "\n")
+    assert main(["import", str(src), str(tmp_path / "ds"), "--check-tools", "--skip-bad"]) == 0
+    out = capsys.readouterr()
+    assert "internal error" not in out.err
+    assert "c.jsonl:line 1: arguments_not_json" in out.out + out.err and "nested too deeply" in out.out + out.err
+    assert load_memmap(tmp_path / "ds").to_chats() == [not_list["messages"], good["messages"]]  # no call to check

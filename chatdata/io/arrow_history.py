@@ -383,7 +383,8 @@ def _row_of(flat_index: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
     """``(row, reason)`` for every row that cannot become a conversation: a null row, a null
-    message, a message without a role. Vectorised; raises TypeError for a column of the wrong type."""
+    message, a message without a role, a user, system or tool message without content.
+    Vectorised; raises TypeError for a column of the wrong type."""
     pa = require_pyarrow()
     arr = _column_of(obj, column)
     _check_type(arr, column)
@@ -403,6 +404,16 @@ def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
         idx = np.flatnonzero(role.is_null().to_numpy(zero_copy_only=False))
         for i, r in zip(idx.tolist(), _row_of(idx, offsets).tolist()):
             bad.setdefault(r, f"message {i - offsets[r]} has no role")
+    if len(msgs):  # the content rule, as from_chats applies it: a user, system or tool message needs content
+        import pyarrow.compute as pc
+
+        no_content = msgs.field("content").is_null() if "content" in msgs.type.names else \
+            pa.array(np.ones(len(msgs), dtype=bool))
+        needs = pc.and_(no_content, pc.is_in(role, pa.array(["user", "system", "tool"], role.type)))
+        if pc.any(needs).as_py():
+            idx = np.flatnonzero(needs.to_numpy(zero_copy_only=False))
+            for i, r in zip(idx.tolist(), _row_of(idx, offsets).tolist()):
+                bad.setdefault(r, f"message {i - offsets[r]}: a {role[i].as_py()!r} message needs 'content' (got none)")
     return sorted(bad.items())
 
 

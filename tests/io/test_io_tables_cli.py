@@ -217,3 +217,16 @@ def test_import_of_a_corrupt_arrow_file_is_an_error_naming_it_not_a_crash(tmp_pa
     with pytest.raises(ValueError, match=rf"{src}: corrupt Arrow IPC data \(.*out of bounds"):
         import_tables(src, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_import_applies_the_content_rule_as_from_chats_does(tmp_path):
+    """A user message with null content came in from Parquet (the column's other rows had
+    strings), though from_chats refuses it; exported to JSON Lines and imported again, the row
+    was then dropped: the round trip lost it."""
+    msgs = [[{"role": "user", "content": "a"}], [{"role": "user", "content": None}], [{"role": "tool", "content": "ok"}]]
+    pq.write_table(pa.table({"messages": msgs}), tmp_path / "in.parquet")
+    stats = import_tables(tmp_path / "in.parquet", tmp_path / "ds")
+    assert stats.bad == 1 and "row 1: message 0: a 'user' message needs 'content'" in stats.first_bad
+    assert load_memmap(tmp_path / "ds").to_chats() == [msgs[0], msgs[2]]
+    with pytest.raises(ValueError, match="row 1: message 0: a 'user' message needs 'content'"):
+        History.from_arrow(pa.table({"messages": msgs}))

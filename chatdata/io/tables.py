@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
+from ..td.storage.integrity import FORMAT_NAME
 from .deps import require_pyarrow
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
@@ -39,8 +40,26 @@ MAX_REPORTED = 20
 
 
 def _is_table_file(p: Path) -> bool:
-    # a file of a saved chatdata dataset (e.g. a History's typed copy, *.typed.arrow) is not a table
-    return p.suffix.lower() in TABLE_SUFFIXES and not p.name.startswith(".") and not (p.parent / "meta.json").is_file()
+    # a file of a saved chatdata dataset (e.g. a History's typed copy, *.typed.arrow) is not a
+    # table; a Parquet file beside some other meta.json (a Hub repository's) is
+    return p.suffix.lower() in TABLE_SUFFIXES and not p.name.startswith(".") and not _saved_collection(p.parent)
+
+
+def _saved_collection(folder: Path) -> bool:
+    """Whether ``folder`` is a folder chatdata saved (its meta.json names chatdata's format)."""
+    meta = folder / "meta.json"
+    if not meta.is_file():
+        return False
+    try:
+        doc = json.loads(meta.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
+
+
+def _json_lines_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.rglob("*") if f.is_file() and f.name.endswith((".jsonl", ".jsonl.gz"))
+                  and not any(part.startswith(".") for part in f.relative_to(folder).parts))
 
 
 def is_table_source(path) -> bool:
@@ -82,6 +101,11 @@ def table_files(src) -> list[Path]:
                    and not any(part.startswith(".") for part in f.relative_to(p).parts))
     if not files:
         raise ValueError(f"{src}: a folder without .parquet or .arrow files")
+    others = _json_lines_files(p)
+    if others:  # a table import reads tables only: it would drop them without a word
+        names = ", ".join(str(f.relative_to(p)) for f in others[:3]) + (", ..." if len(others) > 3 else "")
+        raise ValueError(f"{src} holds JSON Lines files ({names}) beside its {len(files)} table file(s); a table "
+                         "import would skip them: import the tables and the JSON Lines files separately")
     return files
 
 

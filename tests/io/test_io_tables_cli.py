@@ -230,3 +230,21 @@ def test_import_applies_the_content_rule_as_from_chats_does(tmp_path):
     assert load_memmap(tmp_path / "ds").to_chats() == [msgs[0], msgs[2]]
     with pytest.raises(ValueError, match="row 1: message 0: a 'user' message needs 'content'"):
         History.from_arrow(pa.table({"messages": msgs}))
+
+
+def test_a_folder_import_takes_every_table_and_refuses_to_skip_json_lines(tmp_path):
+    """A Parquet file beside a Hub repository's meta.json was skipped, and JSON Lines files
+    beside the tables were dropped without a word."""
+    a, b = [[{"role": "user", "content": "a"}]], [[{"role": "user", "content": "b"}]]
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"messages": a}), repo / "a.parquet")
+    pq.write_table(pa.table({"messages": b}), repo / "data" / "train.parquet")
+    (repo / "data" / "meta.json").write_text('{"license": "mit"}')
+    import_tables(repo, tmp_path / "ds")
+    assert load_memmap(tmp_path / "ds").to_chats() == a + b
+    (repo / "extra.jsonl").write_text(json.dumps({"messages": b[0]}) + "\n")
+    with pytest.raises(ValueError, match=r"holds JSON Lines files \(extra.jsonl\) beside its 2 table file\(s\)"):
+        import_tables(repo, tmp_path / "ds2")
+    History.from_chats(a).memmap(tmp_path / "saved")  # a saved History's typed copies are no tables
+    assert not chatdata.io.tables.is_table_source(tmp_path / "saved")

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
-from ..td.storage.integrity import FORMAT_NAME
+from ..td.storage import FORMAT_NAME
 from .deps import require_pyarrow
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",

@@ -175,12 +175,13 @@ def _cut_torn_tail(path: Path, durable: bool) -> None:
 _MAX_ID = 2 ** 31  # token ids are vocabulary indices: a larger or negative one is a damaged line
 
 
-def _check_record(r: dict) -> None:
+def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
     """Raise ValueError when a record cannot be a completed request: ids that are not
-    vocabulary indices, no sampled id, or not one logprob per sampled id."""
+    vocabulary indices, no sampled id, or not one logprob per sampled id. Fields in ``packed``
+    were decoded from int64 bytes: their items need no type check."""
     for field in ("prompt", "ids"):
         ids = r.get(field)
-        if not isinstance(ids, list) or any(type(i) is not int for i in ids):
+        if not isinstance(ids, list) or (field not in packed and any(type(i) is not int for i in ids)):
             raise ValueError(f"'{field}' must be a list of integers")
         if ids and (min(ids) < 0 or max(ids) >= _MAX_ID):
             raise ValueError(f"'{field}' holds an id outside [0, 2**31): the line is damaged")
@@ -225,13 +226,14 @@ def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
             committed = obj["committed"]
             continue
         try:
+            packed = frozenset(key for key, _, _ in _PACKED if isinstance(obj.get(key), dict))  # version 2
             for key, code, tag in _PACKED:
                 if key in obj:
                     try:
                         obj[key] = _unpack(obj[key], code, tag)
                     except (ValueError, TypeError) as err:
                         raise ValueError(f"bad {key!r} ({err})") from None
-            _check_record(obj)
+            _check_record(obj, packed)
         except ValueError as err:
             raise ValueError(f"{path}:{n}: {err}") from None
         records.append(obj)

@@ -141,3 +141,20 @@ def test_memmap_like_keeps_the_items_boundaries_and_zeroes_the_values(tmp_path):
     assert like.offsets.tolist() == [0, 2, 5] and like.values["x"].tolist() == [0.0] * 5
     back = load_memmap(tmp_path / "r")
     assert [len(item["x"]) for item in back] == [2, 3]
+
+
+def test_to_dict_gives_each_entry_as_get_does(tmp_path):
+    """A tokenized batch (and the token set loaded back) turns into plain dicts as a TensorDict does."""
+    import chatdata
+    from chatdata import NonTensorStack
+
+    values = TensorDict({"ids": torch.arange(5), "text": NonTensorStack(*"abcde"),
+                         "sub": TensorDict({"w": torch.ones(5)}, [5])}, [5])
+    r = RaggedTensorDict(values, torch.tensor([0, 2, 2, 5]))
+    for got in (r.to_dict(), (r.memmap(tmp_path / "r"), chatdata.load_memmap(tmp_path / "r"))[1].to_dict()):
+        assert sorted(got) == ["ids", "sub", "text"]
+        assert [t.tolist() for t in got["ids"].unbind()] == [[0, 1], [], [2, 3, 4]]
+        assert got["text"] == [["a", "b"], [], ["c", "d", "e"]]
+        assert [t.tolist() for t in got["sub"]["w"].unbind()] == [[1.0, 1.0], [], [1.0, 1.0, 1.0]]
+    same = RaggedTensorDict(TensorDict({"ids": torch.arange(4)}, [4]), torch.tensor([0, 2, 4])).to_dict()
+    assert same["ids"].tolist() == [[0, 1], [2, 3]]  # equal lengths: a dense tensor, as get gives

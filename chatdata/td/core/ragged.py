@@ -268,6 +268,27 @@ class RaggedTensorDict(Batched):
             return [flat[a:b] for a, b in zip(off[:-1], off[1:])]
         return [row.tolist() if hasattr(row, "tolist") else row for row in self]
 
+    def to_dict(self, retain_none: bool = True) -> dict:
+        """Plain dicts, one entry per key as :meth:`get` gives it: a tensor entry as a dense
+        ``(n, length, ...)`` tensor when every item has the same length, else a nested jagged
+        tensor; strings and other values as nested lists (one list per item); a nested
+        collection as a dict of its own.
+
+        Example:
+            >>> r = RaggedTensorDict(TensorDict({"x": torch.arange(3), "s": NonTensorStack("a", "b", "c")}, [3]),
+            ...                      torch.tensor([0, 1, 3]))
+            >>> d = r.to_dict()
+            >>> d["x"].is_nested, [t.tolist() for t in d["x"].unbind()], d["s"]
+            (True, [[0], [1, 2]], [['a'], ['b', 'c']])
+        """
+        out = {}
+        for k in self.keys():
+            v = self.get(k)
+            if isinstance(v, RaggedTensorDict):
+                v = v.tolist() if is_non_tensor(v._values) else v.to_dict(retain_none)
+            out[k] = v
+        return out
+
     # -- whole-collection operations -----------------------------------------------------
     def clone(self, recurse: bool = True) -> "RaggedTensorDict":
         return RaggedTensorDict(self._values.clone(recurse), self._offsets.clone())

@@ -2,18 +2,11 @@
 
 The file is read line by line and written in chunks of ``--chunk-size`` conversations: each
 chunk becomes a ``History`` (``History.from_chats``) whose columns are appended to the output
-by :class:`chatdata.td.storage.stream.StreamWriter`, so memory does not grow with the file. A JSON file
-holding one list of conversations (not JSON Lines) is read whole.
+by :class:`chatdata.td.storage.stream.StreamWriter`, so memory does not grow with the file. A JSON document
+(a list of conversations, or one conversation spread over several lines) is read whole.
 
-Accepted shapes, per line (or per item of a JSON list):
-
-* OpenAI: ``{"messages": [{"role": ..., "content": ..., "tool_calls": [...]}, ...]}``
-  (every message key is kept: export gives the same messages back);
-* ShareGPT: ``{"conversations": [{"from": "human", "value": ...}, ...]}`` (optional top-level
-  ``"system"``); ``from`` maps to roles: human/user -> user, gpt/assistant/model -> assistant,
-  system -> system, tool/observation/function_response -> tool; ``function_call`` becomes an
-  assistant message with ``tool_calls`` (its value parsed as JSON ``{"name", "arguments"}``);
-* bare: a list of message dicts.
+The record shapes it accepts (OpenAI, ShareGPT, bare lists of messages) and how a JSON document
+is told from JSON Lines: :mod:`chatdata.cli.import_formats`.
 """
 from __future__ import annotations
 
@@ -28,6 +21,7 @@ import zlib
 from pathlib import Path
 
 from .common import CLIError, check_output, plural, say
+from .import_formats import FORMATS, document_records, is_document, to_messages
 from .progress import Progress, human_bytes
 
 HELP = "import JSON Lines / JSON conversations into a memmapped History dataset"
@@ -40,13 +34,6 @@ EXAMPLE = """examples:
   chatdata import chats.jsonl ds/ --check-tools --skip-bad --dedup near:0.85
   chatdata import chats.jsonl ds/ --dedup exact --decontaminate gsm8k.jsonl mmlu.parquet --decontaminate-column question"""
 
-FORMATS = ("auto", "openai", "sharegpt", "bare")
-SHAREGPT_ROLES = {
-    "human": "user", "user": "user",
-    "gpt": "assistant", "assistant": "assistant", "model": "assistant", "chatgpt": "assistant", "bard": "assistant",
-    "system": "system",
-    "tool": "tool", "observation": "tool", "function_response": "tool", "ipython": "tool",
-}
 MAX_REPORTED = 20
 CHUNK_BYTES = 8 << 20
 
@@ -96,59 +83,6 @@ def _positive(text):
     return v
 
 
-# -- record shapes ----------------------------------------------------------------------------
-def _sharegpt(rec: dict) -> list:
-    turns = rec["conversations"]
-    if not isinstance(turns, list):
-        raise ValueError(f"'conversations' must be a list, got {type(turns).__name__}")
-    out = []
-    system = rec.get("system")
-    if isinstance(system, str) and system:
-        out.append({"role": "system", "content": system})
-    for j, t in enumerate(turns):
-        if not isinstance(t, dict) or "from" not in t or "value" not in t:
-            raise ValueError(f"turn {j}: expected {{\"from\": ..., \"value\": ...}}")
-        frm, value = t["from"], t["value"]
-        if not isinstance(frm, str):
-            raise ValueError(f"turn {j}: 'from' must be a string (the speaker), got {type(frm).__name__}")
-        if frm == "function_call":
-            try:
-                call = json.loads(value) if isinstance(value, str) else value
-            except (ValueError, RecursionError):
-                call = None
-            if isinstance(call, dict) and "name" in call:
-                out.append({"role": "assistant", "content": "",
-                            "tool_calls": [{"type": "function", "function": call}]})
-            else:
-                out.append({"role": "assistant", "content": value})
-            continue
-        role = SHAREGPT_ROLES.get(frm)
-        if role is None:
-            raise ValueError(f"turn {j}: unknown ShareGPT speaker {frm!r} "
-                             f"(known: {', '.join(sorted(SHAREGPT_ROLES))}, function_call)")
-        out.append({"role": role, "content": value})
-    return out
-
-
-def to_messages(rec, fmt: str = "auto") -> list:
-    """The message list of one record; ``ValueError`` (one line) if it has no known shape."""
-    if type(rec) is dict:
-        if fmt in ("auto", "openai") and "messages" in rec:
-            msgs = rec["messages"]
-            if not isinstance(msgs, list):
-                raise ValueError(f"'messages' must be a list, got {type(msgs).__name__}")
-            return msgs
-        if fmt in ("auto", "sharegpt") and "conversations" in rec:
-            return _sharegpt(rec)
-    elif type(rec) is list and fmt in ("auto", "bare"):
-        return rec
-    want = {"auto": '{"messages": [...]}, {"conversations": [...]} or a list of messages',
-            "openai": '{"messages": [...]}', "sharegpt": '{"conversations": [...]}',
-            "bare": "a list of messages"}[fmt]
-    got = f"an object with keys {sorted(rec)[:5]}" if isinstance(rec, dict) else f"a {type(rec).__name__}"
-    raise ValueError(f"expected {want}, got {got}")
-
-
 # -- reading ----------------------------------------------------------------------------------
 def _open(path: Path):
     if path.suffix == ".gz":
@@ -166,38 +100,14 @@ def _reading(path: Path):
         raise CLIError(f"{path}: cannot read it ({err}{hint}); nothing was written") from None
 
 
-def _is_message(x) -> bool:
-    return isinstance(x, dict) and ("role" in x or "from" in x)
-
-
 def _whole_json(path: Path) -> bool:
     """True if the file is one JSON document (a list of conversations, or one conversation
-    spread over several lines), not JSON Lines."""
-    seen = []
+    spread over several lines), not JSON Lines; reads its first lines only."""
     with _reading(path), _open(path) as f:
-        for line in f:
-            s = line.strip()
-            if not s:
-                continue
-            try:
-                seen.append(json.loads(s))
-            except (ValueError, RecursionError):
-                seen.append(_BAD)
-            if len(seen) == 2:
-                break
-    if not seen:
-        return False
-    first = seen[0]
-    if first is _BAD:  # not a complete value on line 1: a multi-line document, unless line 2 is one
-        return len(seen) == 1 or seen[1] is _BAD
-    # one line holding a list: a bare conversation (JSON Lines) or a whole list of them
-    return isinstance(first, list) and len(seen) == 1 and bool(first) and not _is_message(first[0])
+        return is_document(f)
 
 
-_BAD = object()
-
-
-def _records(path: Path, progress: Progress):
+def _records(path: Path, progress: Progress, fmt: str = "auto"):
     """Yield ``(where, line_number, record_or_error)``; errors are ValueError instances."""
     loads = json.loads
     if _whole_json(path):
@@ -211,10 +121,10 @@ def _records(path: Path, progress: Progress):
         except RecursionError:
             raise CLIError(f"{path}: not valid JSON (nested too deeply)") from None
         del raw
-        if isinstance(doc, dict):
-            doc = [doc]  # one conversation
-        if not isinstance(doc, list):
-            raise CLIError(f"{path}: a JSON file must hold a list of conversations")
+        try:
+            doc = document_records(doc, fmt)
+        except ValueError as err:
+            raise CLIError(f"{path}: {err}") from None
         for i, rec in enumerate(doc):
             yield f"item {i}", i, rec
         return
@@ -383,7 +293,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         convs, wheres = [], []
         tools_of = [] if want_tools else None
         flushed_at = 0
-        for item, lineno, rec in _records(src, bar):
+        for item, lineno, rec in _records(src, bar, fmt):
             where = item or f"line {lineno}"
             if isinstance(rec, ValueError):
                 bad(where, rec, lineno)

@@ -3,16 +3,17 @@
 Shapes, per line (or per item of a JSON list):
 
 * OpenAI: ``{"messages": [{"role": ..., "content": ..., "tool_calls": [...]}, ...]}``
-  (every message key is kept: export gives the same messages back);
+  (every message key is kept, ``"weight"`` too: export gives the same messages back);
 * ShareGPT: ``{"conversations": [{"from": "human", "value": ...}, ...]}`` (optional top-level
   ``"system"``); ``from`` maps to roles: human/user -> user, gpt/assistant/model -> assistant,
   system -> system, tool/observation/function_response -> tool; ``function_call`` becomes an
-  assistant message with ``tool_calls`` (its value parsed as JSON ``{"name", "arguments"}``);
+  assistant message with ``tool_calls`` (its value parsed as JSON ``{"name", "arguments"}``); a
+  turn's ``"weight"`` (axolotl: a number >= 0, 0 = not trained) is kept on its message;
 * bare: a list of message dicts.
 
 Example:
-    >>> to_messages({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]})
-    [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': 'a'}]
+    >>> to_messages({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a", "weight": 0}]})
+    [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': 'a', 'weight': 0}]
     >>> is_document([b'[\\n', b'  {"messages": []}\\n', b']\\n']), is_document([b'{oops\\n', b'[]\\n', b'[]\\n'])
     (True, False)
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 
 FORMATS = ("auto", "openai", "sharegpt", "bare")
 SHAREGPT_ROLES = {
@@ -33,6 +35,17 @@ SNIFF_LINES = 64  # non-empty lines read to tell JSON Lines from a document
 
 def is_message(x) -> bool:
     return isinstance(x, dict) and ("role" in x or "from" in x)
+
+
+def _weight(value, j: int):
+    """A turn's ``"weight"`` as TrainSelection reads it: a finite number >= 0, not a bool."""
+    try:
+        ok = type(value) in (int, float) and 0 <= float(value) < math.inf
+    except OverflowError:  # an integer too large for a float
+        ok = False
+    if not ok:
+        raise ValueError(f"turn {j}: 'weight' must be a number >= 0 (0: not trained), got {value!r:.40}")
+    return value
 
 
 def _sharegpt(rec: dict) -> list:
@@ -64,6 +77,8 @@ def _sharegpt(rec: dict) -> list:
                 raise ValueError(f"turn {j}: unknown ShareGPT speaker {frm!r} "
                                  f"(known: {', '.join(sorted(SHAREGPT_ROLES))}, function_call)")
             msg = {"role": role, "content": value}
+        if t.get("weight") is not None:
+            msg["weight"] = _weight(t["weight"], j)
         out.append(msg)
     return out
 

@@ -1,11 +1,15 @@
-"""chatdata import: telling JSON Lines from one JSON document, driven through the CLI."""
+"""chatdata import: telling JSON Lines from one JSON document, and the record shapes (ShareGPT's
+per-turn weights), driven through the CLI."""
 import gzip
 import json
 import subprocess
 import sys
 
 import pytest
+import torch
+
 from chatdata import History
+from chatdata.td import load_memmap
 
 from cli_helpers import run_cli
 
@@ -153,3 +157,90 @@ def test_piped_json_lines_with_bad_first_lines_and_a_piped_document(tmp_path):
         assert res.returncode == 0, res.stderr.decode()
         assert History.load_memmap(out).to_chats() == [CONV] * n
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds1", "ds2"]  # no spooled copy left
+
+
+# -- ShareGPT: per-turn weights, tools ----------------------------------------------------------
+WEIGHTED = [
+    {"system": "Be brief.", "conversations": [
+        {"from": "human", "value": "Zqq one?"},
+        {"from": "gpt", "value": "Zqa one.", "weight": 0},
+        {"from": "human", "value": "Zqq two?", "weight": 0.5},
+        {"from": "gpt", "value": "Zqa two.", "weight": 1}]},
+    {"conversations": [
+        {"from": "human", "value": "weather?"},
+        {"from": "function_call", "value": json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}}),
+         "weight": 0},
+        {"from": "observation", "value": "20 C"},
+        {"from": "gpt", "value": "Warm.", "weight": None}]},
+]
+
+
+def test_sharegpt_weights_are_kept_and_train_what_they_say(tmp_path):
+    src = tmp_path / "sg.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in WEIGHTED))
+    ds = tmp_path / "ds"
+    res = run_cli("import", src, ds)
+    assert res.returncode == 0, res.stderr
+    chats = History.load_memmap(ds).to_chats()
+    assert [m.get("weight") for m in chats[0]] == [None, None, 0, 0.5, 1]  # the system prompt has none
+    assert chats[0][2] == {"role": "assistant", "content": "Zqa one.", "weight": 0}
+    assert chats[1][1]["weight"] == 0 and chats[1][1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert "weight" not in chats[1][3]  # null: no weight given
+    # export gives them back, as OpenAI messages
+    assert run_cli("export", ds, tmp_path / "back.jsonl").returncode == 0
+    assert [json.loads(x)["messages"] for x in (tmp_path / "back.jsonl").read_text().splitlines()] == chats
+
+    # tokenize --message-weights: the turn marked 0 is not trained, the user turn gets 0.5
+    from chatdata.data import load_sample_tokenizer
+
+    tok = load_sample_tokenizer()
+    assert run_cli("tokenize", ds, tmp_path / "tokens", "--message-weights", "-q").returncode == 0
+    got = load_memmap(tmp_path / "tokens")
+    ids, weights = got[0]["input_ids"].long(), got[0]["loss_weights"]
+
+    def text(w):
+        return tok.decode(ids[weights == w].tolist())
+
+    assert "Zqa one." not in text(1.0) + text(0.5) and "Zqa two." in text(1.0) and "Zqq two?" in text(0.5)
+    ref = History.load_memmap(ds)[:1].apply_chat_template(tokenizer=tok, add_generation_prompt=False,
+                                                         loss_weights=True)
+    assert torch.equal(weights, ref[0]["loss_weights"])
+
+
+@pytest.mark.parametrize("weight, shown", [
+    ('"yes"', "'yes'"), ("-1", "-1"), ("true", "True"), ("NaN", "nan"), ("1e999", "inf"), ("[1]", "[1]"),
+    ("1" + "0" * 400, "1000"),
+])
+def test_a_bad_sharegpt_weight_is_one_bad_line(tmp_path, weight, shown):
+    src = tmp_path / "sg.jsonl"
+    src.write_text('{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a", '
+                   f'"weight": {weight}}}]}}\n' + json.dumps(WEIGHTED[0]) + "\n")
+    res = run_cli("import", src, tmp_path / "ds")
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"sg.jsonl:line 1: turn 1: 'weight' must be a number >= 0 (0: not trained), got {shown}" in res.stderr
+    assert "imported 1 conversation" in res.stdout and "skipped 1 bad line" in res.stdout
+    res = run_cli("import", src, tmp_path / "ds2", "--strict")
+    assert res.returncode == 1 and "line 1: turn 1: 'weight' must be" in res.stderr
+
+
+def test_openai_messages_keep_their_weight(tmp_path):
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "weight": 0}]
+    src = tmp_path / "oa.jsonl"
+    src.write_text(json.dumps({"messages": chat}) + "\n")
+    assert run_cli("import", src, tmp_path / "ds").returncode == 0
+    assert History.load_memmap(tmp_path / "ds").to_chats() == [chat]
+
+
+def test_sharegpt_tools_string_is_what_check_tools_checks_against(tmp_path):
+    """LLaMA-Factory's ShareGPT rows carry "tools" as a JSON string beside "conversations"."""
+    tools = json.dumps([{"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}}, "required": ["city"]}}])
+    rec = {"tools": tools, "conversations": [
+        {"from": "human", "value": "weather?"},
+        {"from": "function_call", "value": json.dumps({"name": "get_time", "arguments": {}})},
+        {"from": "observation", "value": "noon"}, {"from": "gpt", "value": "Noon."}]}
+    src = tmp_path / "sg.jsonl"
+    src.write_text(json.dumps(rec) + "\n")
+    res = run_cli("import", src, tmp_path / "ds", "--check-tools")
+    assert res.returncode == 1 and "get_time" in res.stderr and "sg.jsonl:line 1" in res.stderr, res.stderr

@@ -16,6 +16,11 @@ written as JSON text in a ``large_string`` field whose metadata says ``chatdata.
 From a memory-mapped History with string ``role``/``content`` columns nothing is copied: the
 Arrow buffers are the mapped files.
 
+A table made by hand or by another tool is checked before it is read (:mod:`.arrow_check`, on
+types only): dictionary-encoded and view strings are read as strings, a type chatdata cannot
+read is a TypeError naming the field, a bad value (JSON text that is not JSON, a null role) a
+ValueError naming the row.
+
 Example:
     >>> from chatdata import History
     >>> h = History.from_chats([[{"role": "user", "content": "hi"}]])
@@ -32,12 +37,12 @@ import torch
 
 from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
 from ..td import FormatError, NonTensorData, NonTensorStack
+from .arrow_check import ENCODING_KEY, NULL_KEYS, checked_messages
 from .arrow_columns import JSON_META, python_array, stack_from_strings, string_array, strip_nulls, tensor_buffer
 from .deps import require_pyarrow
 
 __all__ = ["history_to_arrow", "history_from_arrow", "messages_array", "find_bad_rows", "NULL_KEYS"]
 
-NULL_KEYS = "_null_keys"
 _DEFAULTS = {"is_complete": True, "tool_calls": None, "tool_responses": None, "extra": None}
 
 
@@ -354,6 +359,9 @@ def _column_of(obj, column: str):
         if column not in obj.schema.names:
             raise ValueError(f"no column {column!r} (columns: {obj.schema.names}); pass column=... to name "
                              "the messages column")
+        if len(obj.schema.get_all_field_indices(column)) > 1:
+            raise ValueError(f"{len(obj.schema.get_all_field_indices(column))} columns are named {column!r}; "
+                             "rename or drop all but the messages column")
         obj = obj.column(column)
     if isinstance(obj, pa.ChunkedArray):
         obj = obj.chunk(0) if obj.num_chunks == 1 else (
@@ -364,19 +372,6 @@ def _column_of(obj, column: str):
     return obj
 
 
-def _check_type(arr, column: str) -> None:
-    pa = require_pyarrow()
-    t = arr.type
-    ok = (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_struct(t.value_type)
-    if ok:
-        st = t.value_type
-        idx = st.get_field_index("role")
-        ok = idx >= 0 and (pa.types.is_string(st.field(idx).type) or pa.types.is_large_string(st.field(idx).type))
-    if not ok:
-        raise TypeError(f"column {column!r} has type {t}; expected list<struct<role: string, content: ...>> "
-                        "(one list of messages per row)")
-
-
 def _row_of(flat_index: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.searchsorted(offsets, flat_index, side="right") - 1
 
@@ -384,10 +379,9 @@ def _row_of(flat_index: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
     """``(row, reason)`` for every row that cannot become a conversation: a null row, a null
     message, a message without a role, a user, system or tool message without content.
-    Vectorised; raises TypeError for a column of the wrong type."""
+    Vectorised; raises TypeError for a column of the wrong type (see :mod:`.arrow_check`)."""
     pa = require_pyarrow()
-    arr = _column_of(obj, column)
-    _check_type(arr, column)
+    arr = checked_messages(_column_of(obj, column), column)
     bad: dict[int, str] = {}
     if arr.null_count:
         for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
@@ -431,8 +425,7 @@ def history_from_arrow(obj, column: str = "messages"):
     pa = require_pyarrow()
     from ..history import History
 
-    arr = _column_of(obj, column)
-    _check_type(arr, column)
+    arr = checked_messages(_column_of(obj, column), column)
     bad = find_bad_rows(arr, column)
     if bad:
         row, reason = bad[0]
@@ -447,10 +440,10 @@ def history_from_arrow(obj, column: str = "messages"):
     live = [nm for nm in names if nm not in ("role", "content") and msgs.field(nm).null_count < n]
     content_t = st.field("content").type if "content" in names else None
     if not live and content_t is not None and (pa.types.is_string(content_t) or pa.types.is_large_string(content_t)) \
-            and not (st.field("content").metadata or {}).get(b"chatdata.encoding"):
+            and not (st.field("content").metadata or {}).get(ENCODING_KEY):
         cols = {"role": stack_from_strings(msgs.field("role")), "content": stack_from_strings(msgs.field("content"))}
         return History.from_message_columns(cols, offsets)
-    flat = _messages(msgs, st, names, n)
+    flat = _messages(msgs, st, names, n, offsets.numpy())
     off = offsets.tolist()
     chats = [flat[a:b] for a, b in zip(off[:-1], off[1:])]
     try:
@@ -462,13 +455,14 @@ def history_from_arrow(obj, column: str = "messages"):
         raise ValueError(msg) from None
 
 
-def _messages(msgs, st, names, n) -> list[dict]:
-    """Message dicts of a struct array, with the null rules of the module docstring."""
+def _messages(msgs, st, names, n, offsets: np.ndarray) -> list[dict]:
+    """Message dicts of a struct array, with the null rules of the module docstring (``offsets``:
+    where each row's messages start, to name the row of a bad value)."""
     columns = {}
     for nm in names:
         vals = msgs.field(nm).to_pylist()
-        if (st.field(nm).metadata or {}).get(b"chatdata.encoding") == b"json":
-            vals = [None if v is None else json.loads(v) for v in vals]
+        if (st.field(nm).metadata or {}).get(ENCODING_KEY) == b"json":
+            vals = _parsed_json(vals, nm, offsets)
         elif nm not in ("role", NULL_KEYS):
             vals = strip_nulls(vals)
         columns[nm] = vals
@@ -487,5 +481,29 @@ def _messages(msgs, st, names, n) -> list[dict]:
                     m[nm] = None
             elif nm in nk:
                 m[nm] = None
+        if nk:  # a key listed without a field of its own (a hand-made table) holds None too
+            for k in nk:
+                if k is not None and k != NULL_KEYS and k not in columns:
+                    m[k] = None
         out.append(m)
     return out
+
+
+def _parsed_json(texts: list, name: str, offsets: np.ndarray) -> list:
+    """The values of the JSON texts of the field ``name`` (None stays None); ValueError naming
+    the row and message of a text that is not JSON."""
+    try:
+        return [None if v is None else json.loads(v) for v in texts]
+    except (ValueError, RecursionError):
+        pass
+    for i, v in enumerate(texts):  # the error path only: find the first bad text
+        try:
+            if v is not None:
+                json.loads(v)
+        except (ValueError, RecursionError) as err:
+            row = int(_row_of(np.array([i]), offsets)[0])
+            why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            raise ValueError(f"row {row}, message {i - int(offsets[row])}: field {name!r} is tagged chatdata.encoding: "
+                             f"json but its text is not JSON ({why}): {v!r:.60}; fix the text, or drop the field's "
+                             "metadata to read it as a string") from None
+    raise AssertionError("unreachable: json.loads failed once and never again")

@@ -206,7 +206,8 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
     from ..td import RaggedTensorDict
     from ..td.storage import StreamWriter
-    from .arrow_history import _check_type, find_bad_rows, history_from_arrow
+    from .arrow_check import checked_messages
+    from .arrow_history import find_bad_rows, history_from_arrow
     from .sharded import ShardedWriter
 
     pa = require_pyarrow()
@@ -239,7 +240,7 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
             stats.bytes += f.stat().st_size
             for arr in iter_batches(f, column, chunk_size):
                 try:
-                    _check_type(arr, column)
+                    arr = checked_messages(arr, column)
                 except TypeError as err:
                     raise ValueError(f"{f}: {err}") from None
                 n = len(arr)

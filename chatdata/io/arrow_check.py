@@ -1,0 +1,152 @@
+"""The checks ``History.from_arrow`` makes on a messages column before reading it.
+
+A table made by hand (or by another tool, or damaged) may hold a messages column Arrow is
+happy with but chatdata cannot read as it is. :func:`checked_messages` looks at the column's
+*type* only (never at the messages one by one, so the check costs the same for 10 rows or 10
+million) and either
+
+* gives the column back in the types the reader takes: ``role`` / ``content`` that are
+  dictionary-encoded, ``string_view`` or of Arrow's ``null`` type become ``large_string``, a
+  ``fixed_size_list`` of messages a ``large_list`` (one cast of the column, and only when
+  needed; a column already in those types comes back as it is); or
+* raises TypeError saying which field has which type and which types are accepted: two
+  fields (or columns) of one name, a ``role`` that is not text, ``content`` that is neither text
+  nor a list of parts, a ``_null_keys`` field that is not a list of strings, a field tagged
+  ``chatdata.encoding`` that is not text or names an encoding other than ``json``.
+
+Example:
+    >>> import pyarrow as pa
+    >>> roles = pa.array(["user"]).dictionary_encode()
+    >>> msgs = pa.StructArray.from_arrays([roles, pa.array(["hi"])], names=["role", "content"])
+    >>> col = pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), msgs)
+    >>> checked_messages(col, "messages").type.value_type.field("role").type
+    DataType(large_string)
+"""
+from __future__ import annotations
+
+from .deps import require_pyarrow
+
+__all__ = ["checked_messages", "NULL_KEYS", "ENCODING_KEY"]
+
+NULL_KEYS = "_null_keys"
+ENCODING_KEY = b"chatdata.encoding"
+_EXPECTED = "list<struct<role: string, content: ...>> (one list of messages per row)"
+_TEXT = "string, large_string, string_view, or a dictionary of strings"
+
+
+def _is(t, kind: str) -> bool:
+    """``pyarrow.types.is_<kind>(t)``; False for a kind this pyarrow does not have (string_view
+    and list_view came in pyarrow 16)."""
+    test = getattr(require_pyarrow().types, f"is_{kind}", None)
+    return bool(test and test(t))
+
+
+def _duplicate(t, path: str):
+    """``(path, name)`` of the first struct in the type ``t`` (``path`` names it) that has two
+    fields called ``name``, else None."""
+    pa = require_pyarrow()
+    if pa.types.is_struct(t):
+        seen = set()
+        for f in t:
+            if f.name in seen:
+                return path, f.name
+            seen.add(f.name)
+        for f in t:
+            found = _duplicate(f.type, f"{path}.{f.name}" if path else f.name)
+            if found:
+                return found
+    elif _is_list(t) or pa.types.is_fixed_size_list(t) or _is(t, "list_view") or _is(t, "large_list_view"):
+        return _duplicate(t.value_type, f"{path}[]")
+    elif pa.types.is_map(t):
+        return _duplicate(t.item_type, f"{path}{{}}")
+    elif pa.types.is_dictionary(t):
+        return _duplicate(t.value_type, path)
+    return None
+
+
+def _as_text(t):
+    """The type a text field of type ``t`` is read as (``t`` itself for string / large_string),
+    or None when ``t`` holds no text."""
+    pa = require_pyarrow()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return t
+    if pa.types.is_null(t) or _is(t, "string_view"):
+        return pa.large_string()
+    if pa.types.is_dictionary(t) and _as_text(t.value_type) is not None:
+        return pa.large_string()
+    return None
+
+
+def _is_list(t) -> bool:
+    pa = require_pyarrow()
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _field_type(f, column: str):
+    """The type the message field ``f`` is read as; TypeError for a type chatdata cannot read."""
+    pa = require_pyarrow()
+    where = f"field {f.name!r} of the messages in column {column!r}"
+    encoding = (f.metadata or {}).get(ENCODING_KEY)
+    if encoding is not None:
+        if encoding != b"json":
+            raise TypeError(f"{where} has metadata chatdata.encoding: {encoding.decode(errors='replace')!r}; the "
+                            "only encoding chatdata knows is 'json' (drop the metadata for plain values)")
+        text = _as_text(f.type)
+        if text is None:
+            raise TypeError(f"{where} is tagged chatdata.encoding: json but has type {f.type}; JSON text must be "
+                            f"{_TEXT} (drop the metadata for values of Arrow's own types)")
+        return text
+    if f.name == "role":
+        text = _as_text(f.type)
+        if text is None:
+            raise TypeError(f"{where} has type {f.type}; a role must be text: {_TEXT}")
+        return text
+    if f.name == "content":
+        text = _as_text(f.type)
+        if text is None and not _is_list(f.type):
+            raise TypeError(f"{where} has type {f.type}; content must be text ({_TEXT}) or a list of parts "
+                            "(list<struct<type: string, ...>>)")
+        return text or f.type
+    if f.name == NULL_KEYS:
+        if pa.types.is_null(f.type):
+            return f.type
+        item = _as_text(f.type.value_type) if _is_list(f.type) else None
+        if item is None:
+            raise TypeError(f"{where} has type {f.type}; {NULL_KEYS} must be list<string> (per message, the "
+                            "keys that hold None), or drop the field")
+        return f.type if item == f.type.value_type else pa.large_list(item)
+    return f.type
+
+
+def checked_messages(arr, column: str = "messages"):
+    """The messages array ``arr`` (one list of message structs per row) in the types
+    ``History.from_arrow`` reads (see the module docstring); TypeError naming the field, its type
+    and the types accepted when ``arr`` cannot be read. Looks at types only; casts (once) only
+    when a field needs it.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> checked_messages(pa.array(["hi"]), "messages")
+        Traceback (most recent call last):
+        ...
+        TypeError: column 'messages' has type string; expected list<struct<role: string, content: ...>> (one list of messages per row)
+    """
+    pa = require_pyarrow()
+    t = arr.type
+    fixed = pa.types.is_fixed_size_list(t)
+    if not (_is_list(t) or fixed) or not pa.types.is_struct(t.value_type):
+        raise TypeError(f"column {column!r} has type {t}; expected {_EXPECTED}")
+    st = t.value_type
+    found = _duplicate(st, "")
+    if found:
+        path, name = found
+        inside = f"field {path!r} of the messages" if path else "the message struct"
+        raise TypeError(f"column {column!r}: {inside} has two fields named {name!r}; a key appears once in a "
+                        "message: rename or drop one of them")
+    if st.get_field_index("role") < 0:
+        raise TypeError(f"column {column!r} has type {t}; its messages have no 'role' field (expected {_EXPECTED})")
+    fields = [f.with_type(_field_type(f, column)) for f in st]
+    if not fixed and all(a.type == b.type for a, b in zip(fields, st)):
+        return arr
+    value = pa.struct(fields)
+    return arr.cast(pa.list_(value) if pa.types.is_list(t) else pa.large_list(value))

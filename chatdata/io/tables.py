@@ -11,7 +11,9 @@ are read batch by batch, IPC files are memory-mapped), turns each into a History
 :func:`~chatdata.io.arrow_history.history_from_arrow` and appends it to a StreamWriter (or a
 :class:`~chatdata.io.sharded.ShardedWriter`). A bad row (null, a null message, a message without
 a role, a message chatdata cannot hold) is reported as ``file:row N: reason`` and skipped, as
-bad JSONL lines are. :func:`export_parquet` writes a dataset to one Parquet file.
+bad JSONL lines are; a file whose messages column chatdata cannot read (two columns of that name,
+a field of a type :mod:`~chatdata.io.arrow_check` refuses) is an error naming the file.
+:func:`export_parquet` writes a dataset to one Parquet file.
 
 Example:
     >>> import pyarrow as pa, pyarrow.parquet as pq
@@ -139,6 +141,9 @@ def iter_batches(path, column: str, batch_rows: int):
         raise ValueError(f"{path}: cannot read it as {'Parquet' if path.suffix == '.parquet' else 'Arrow IPC'} ({err})") from None
     if column not in schema.names:
         raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); name the messages column with --column")
+    if len(schema.get_all_field_indices(column)) > 1:  # reading "the" column would pick one of them silently
+        raise ValueError(f"{path}: {len(schema.get_all_field_indices(column))} columns are named {column!r}; rename "
+                         "or drop all but the messages column")
     kind = "Parquet" if path.suffix.lower() == ".parquet" else "Arrow IPC"
     while True:
         try:

@@ -2,15 +2,22 @@
 is read (dictionary-encoded, large and view strings, large and fixed-size lists), anything else is
 a clear error naming the column or field (TypeError for a type, ValueError for a value or a
 name), never a KeyError / JSONDecodeError from inside, and never a silent misreading."""
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatdata import History
+from chatdata import History, load_memmap
 from chatdata.io.arrow_history import find_bad_rows
 
+ROOT = Path(__file__).resolve().parents[2]
 JSON = {b"chatdata.encoding": b"json"}
 HAS_VIEWS = hasattr(pa, "string_view")
 
@@ -196,3 +203,60 @@ def test_nulls_where_a_list_is_needed_are_row_errors():
     t = table(["role", "content", "tool_calls"], [strings("assistant"), strings("a"), pa.array([{"id": "x"}])])
     with pytest.raises(ValueError, match=r"row 0, message 0: 'tool_calls' must be a list or None, got dict"):
         History.from_arrow(t)
+
+
+# -- the same tables through `chatdata import` ----------------------------------------------------
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("CHATDATA_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "chatdata", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def _bad_json_table():
+    calls = pa.array(["{not json", '[{"id": "c"}]'], pa.large_string())
+    return table(["role", "content", pa.field("tool_calls", pa.large_string(), metadata=JSON)],
+                 [strings("assistant", "assistant"), strings("a", "b"), calls], offsets=(0, 1, 2))
+
+
+def test_import_of_bad_tables_is_one_line_per_file(tmp_path):
+    col = History.from_chats([[{"role": "user", "content": "a"}]]).to_arrow().column(0)
+    cases = {
+        "dup_column": (pa.Table.from_arrays([col, col], names=["messages", "messages"]),
+                       "2 columns are named 'messages'"),
+        "dup_field": (table(["role", "content", "content"], [strings("user"), strings("a"), strings("b")]),
+                      "two fields named 'content'"),
+        "null_keys": (table(["role", "content", "_null_keys"], [strings("user"), strings("a"), pa.array([3])]),
+                      "_null_keys must be list<string>"),
+        "role_int": (table(["role", "content"], [pa.array([1]), strings("a")]), "a role must be text"),
+    }
+    for name, (t, message) in cases.items():
+        for suffix in (".parquet", ".arrow"):
+            src = tmp_path / f"{name}{suffix}"
+            if suffix == ".parquet":
+                pq.write_table(t, src)
+            else:
+                feather.write_feather(t, src, compression="uncompressed")
+            res = run_cli("import", src, tmp_path / f"{name}{suffix}.ds")
+            assert res.returncode == 1, (name, res.stderr)
+            assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+            assert f"error: {src}: " in res.stderr and message in res.stderr, res.stderr
+
+
+def test_import_skips_a_row_whose_json_text_is_not_json_and_reads_dictionary_roles(tmp_path):
+    src = tmp_path / "bad_json.parquet"
+    pq.write_table(_bad_json_table(), src)
+    res = run_cli("import", src, tmp_path / "ds")
+    assert res.returncode == 0, res.stderr
+    assert "bad_json.parquet:row 0: message 0: field 'tool_calls' is tagged chatdata.encoding: json" in res.stderr
+    assert "Traceback" not in res.stderr
+    want = [[{"role": "assistant", "content": "b", "tool_calls": [{"id": "c"}]}]]
+    assert load_memmap(tmp_path / "ds").to_chats() == want
+
+    src = tmp_path / "dict.parquet"
+    enc = pa.list_(pa.struct([("role", pa.dictionary(pa.int32(), pa.string())), ("content", pa.string())]))
+    chats = [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]] * 3
+    pq.write_table(pa.table({"messages": pa.array(chats, enc)}), src)
+    res = run_cli("import", src, tmp_path / "ds2")
+    assert res.returncode == 0, res.stderr
+    assert load_memmap(tmp_path / "ds2").to_chats() == chats

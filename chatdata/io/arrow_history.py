@@ -380,8 +380,12 @@ def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
     """``(row, reason)`` for every row that cannot become a conversation: a null row, a null
     message, a message without a role, a user, system or tool message without content.
     Vectorised; raises TypeError for a column of the wrong type (see :mod:`.arrow_check`)."""
+    return _bad_rows(checked_messages(_column_of(obj, column), column), column)
+
+
+def _bad_rows(arr, column: str) -> list[tuple[int, str]]:
+    """:func:`find_bad_rows` of a column :func:`.checked_messages` gave."""
     pa = require_pyarrow()
-    arr = checked_messages(_column_of(obj, column), column)
     bad: dict[int, str] = {}
     if arr.null_count:
         for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
@@ -426,7 +430,7 @@ def history_from_arrow(obj, column: str = "messages"):
     from ..history import History
 
     arr = checked_messages(_column_of(obj, column), column)
-    bad = find_bad_rows(arr, column)
+    bad = _bad_rows(arr, column)
     if bad:
         row, reason = bad[0]
         raise ValueError(f"row {row}: {reason}" + (f" (and {len(bad) - 1} more bad rows)" if len(bad) > 1 else ""))

@@ -6,7 +6,8 @@ happy with but chatdata cannot read as it is. :func:`checked_messages` looks at 
 million) and either
 
 * gives the column back in the types the reader takes: ``role`` / ``content`` that are
-  dictionary-encoded, ``string_view`` or of Arrow's ``null`` type become ``large_string``, a
+  dictionary-encoded, ``string_view``, binary (what older Parquet writers store for text;
+  checked as UTF-8 by the cast) or of Arrow's ``null`` type become ``large_string``, a
   ``fixed_size_list`` of messages a ``large_list`` (one cast of the column, and only when
   needed; a column already in those types comes back as it is); or
 * raises TypeError saying which field has which type and which types are accepted: two
@@ -31,7 +32,7 @@ __all__ = ["checked_messages", "NULL_KEYS", "ENCODING_KEY"]
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
 _EXPECTED = "list<struct<role: string, content: ...>> (one list of messages per row)"
-_TEXT = "string, large_string, string_view, or a dictionary of strings"
+_TEXT = "string, large_string, string_view, binary holding UTF-8, or a dictionary of those"
 
 
 def _is(t, kind: str) -> bool:
@@ -70,11 +71,17 @@ def _as_text(t):
     pa = require_pyarrow()
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return t
-    if pa.types.is_null(t) or _is(t, "string_view"):
+    if pa.types.is_null(t) or _is(t, "string_view") or _is_binary(t):  # binary: UTF-8 checked by the cast
         return pa.large_string()
     if pa.types.is_dictionary(t) and _as_text(t.value_type) is not None:
         return pa.large_string()
     return None
+
+
+def _is_binary(t) -> bool:
+    """Bytes that older Parquet writers store for text (no UTF-8 annotation)."""
+    pa = require_pyarrow()
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is(t, "binary_view")
 
 
 def _is_list(t) -> bool:
@@ -149,4 +156,21 @@ def checked_messages(arr, column: str = "messages"):
     if not fixed and all(a.type == b.type for a, b in zip(fields, st)):
         return arr
     value = pa.struct(fields)
-    return arr.cast(pa.list_(value) if pa.types.is_list(t) else pa.large_list(value))
+    try:
+        return arr.cast(pa.list_(value) if pa.types.is_list(t) else pa.large_list(value))
+    except pa.ArrowInvalid:  # bytes read as text that are not UTF-8
+        raise ValueError(f"column {column!r}: field {_not_utf8(arr, fields)!r} of the messages holds bytes that are "
+                         "not UTF-8 text; chatdata reads a binary field as UTF-8 text: fix the encoding, or drop "
+                         "the field") from None
+
+
+def _not_utf8(arr, fields) -> str:
+    """The name of the first message field whose cast to text fails (the error path only)."""
+    pa = require_pyarrow()
+    msgs = arr.flatten()
+    for f in fields:
+        try:
+            msgs.field(f.name).cast(f.type)
+        except pa.ArrowInvalid:
+            return f.name
+    return "?"

@@ -246,7 +246,7 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
             for arr in iter_batches(f, column, chunk_size):
                 try:
                     arr = checked_messages(arr, column)
-                except TypeError as err:
+                except (TypeError, ValueError) as err:  # a type it cannot read; bytes that are not UTF-8
                     raise ValueError(f"{f}: {err}") from None
                 n = len(arr)
                 bad_rows = find_bad_rows(arr, column)

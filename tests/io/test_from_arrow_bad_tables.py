@@ -164,9 +164,9 @@ def test_dictionary_encoded_tables_read_as_their_plain_tables(rows):
 @pytest.mark.parametrize("column, message", [
     (table(["role", "content"], [pa.array([1]), strings("a")]),
      r"field 'role' .* has type int64; a role must be text: string, large_string"),
-    (table(["role", "content"], [pa.array([b"user"]), strings("a")]), r"field 'role' .* has type binary"),
-    (table(["role", "content"], [strings("user"), pa.array([b"a"])]),
-     r"field 'content' .* has type binary; content must be text \(string, .*\) or a list of parts"),
+    (table(["role", "content"], [pa.array([1.5]), strings("a")]), r"field 'role' .* has type double"),
+    (table(["role", "content"], [strings("user"), pa.array([True])]),
+     r"field 'content' .* has type bool; content must be text \(string, .*binary holding UTF-8.*\) or a list of parts"),
     (table(["role", "content"], [strings("user"), pa.array([5])]), r"field 'content' .* has type int64"),
     (table(["role", "content"], [strings("user"), pa.array([{"text": "a"}])]), r"field 'content' .* has type struct"),
     (table(["content"], [strings("a")]), r"its messages have no 'role' field"),
@@ -174,11 +174,26 @@ def test_dictionary_encoded_tables_read_as_their_plain_tables(rows):
      r"column 'messages' has type struct<role: string, content: string>; expected list<struct<role"),
     (pa.table({"messages": pa.array([["a"]])}), r"column 'messages' has type list<item: string>; expected"),
     (pa.table({"messages": pa.nulls(1)}), r"column 'messages' has type null; expected"),
-], ids=["role int", "role binary", "content binary", "content int", "content struct", "no role", "messages struct",
+], ids=["role int", "role float", "content bool", "content int", "content struct", "no role", "messages struct",
         "messages list<string>", "messages null"])
 def test_fields_of_other_types_are_a_type_error_naming_them(column, message):
     with pytest.raises(TypeError, match=message):
         History.from_arrow(column)
+
+
+@pytest.mark.parametrize("binary", [pa.binary(), pa.large_binary()], ids=str)
+def test_binary_text_of_older_parquet_writers_is_read_as_utf8(binary, tmp_path):
+    """Parquet files written without the UTF-8 annotation give binary columns: read as text."""
+    t = table(["role", "content"], [pa.array([b"user"], binary), pa.array(["h\u00e9".encode()], binary)])
+    assert History.from_arrow(t).to_chats() == [[{"role": "user", "content": "h\u00e9"}]]
+    pq.write_table(t, tmp_path / "old.parquet")
+    assert History.from_arrow(pq.read_table(tmp_path / "old.parquet")).to_chats() == [[{"role": "user", "content": "h\u00e9"}]]
+
+
+def test_binary_that_is_not_utf8_is_a_value_error_naming_the_field():
+    t = table(["role", "content"], [pa.array([b"user"]), pa.array([b"\xff\xfe"])])
+    with pytest.raises(ValueError, match=r"column 'messages': field 'content' of the messages holds bytes that are not UTF-8"):
+        History.from_arrow(t)
 
 
 @pytest.mark.skipif(not hasattr(pa, "list_view"), reason="pyarrow < 16 has no list_view")
@@ -229,6 +244,8 @@ def test_import_of_bad_tables_is_one_line_per_file(tmp_path):
         "null_keys": (table(["role", "content", "_null_keys"], [strings("user"), strings("a"), pa.array([3])]),
                       "_null_keys must be list<string>"),
         "role_int": (table(["role", "content"], [pa.array([1]), strings("a")]), "a role must be text"),
+        "not_utf8": (table(["role", "content"], [strings("user"), pa.array([b"\xff"])]),
+                     "field 'content' of the messages holds bytes that are not UTF-8"),
     }
     for name, (t, message) in cases.items():
         for suffix in (".parquet", ".arrow"):

@@ -25,12 +25,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..templates.render import unrenderable
 from .body_prefix import BodyMemo, parse_body
 from .errors import GatewayError
 
 __all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key"]
 
 _ROLES = ("system", "user", "assistant", "tool")
+# not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
+_RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "tokenizer", "chat_template",
+                       "chat_template_name", "history"})
 
 
 @dataclass
@@ -63,6 +67,25 @@ class ChatRequest:
 
 def _bad(message: str, param: str | None) -> GatewayError:
     return GatewayError(400, message, param=param)
+
+
+MAX_DEPTH = 64  # nesting levels a request's values may have (rendering and storing them recurses per level)
+
+
+def check_plain(value: Any, where: str) -> None:
+    """Raise a 400 naming ``where`` when a parsed JSON value nests deeper than :data:`MAX_DEPTH`
+    or holds a lone surrogate (``"\\ud800"`` is valid JSON but not text: it can be neither
+    tokenized nor logged as UTF-8); see :func:`~chatdata.templates.render.unrenderable`.
+
+    Example:
+        >>> check_plain(json.loads('{"a": ["\\ud800"]}'), "tools")
+        Traceback (most recent call last):
+        ...
+        chatdata.gateway.errors.GatewayError: tools holds a lone surrogate '\\ud800' (not valid Unicode text)
+    """
+    problem = unrenderable(value, MAX_DEPTH)
+    if problem is not None:
+        raise _bad(f"{where} {problem}", where)
 
 
 def _number(body: dict, name: str, lo: float, hi: float) -> float | None:
@@ -148,6 +171,8 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
         body, known, memo = parse_body(raw, memo)
     except (ValueError, UnicodeDecodeError) as err:
         raise _bad(f"the request body is not valid JSON: {err}", None) from None
+    except RecursionError:
+        raise _bad(f"the request body is nested too deeply (at most {MAX_DEPTH} levels)", None) from None
     if not isinstance(body, dict):
         raise _bad(f"the request body must be a JSON object, got {type(body).__name__}", None)
     msgs = body.get("messages")
@@ -157,6 +182,10 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
         m = msgs[i]
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise _bad(f"messages[{i}] must be an object with a string 'role', got {m!r:.200}", f"messages[{i}]")
+        check_plain(m, f"messages[{i}]")  # the messages taken from the memo were checked with their body
+    for key, value in body.items():
+        if key != "messages":
+            check_plain(value, key)
     n = _integer(body, "n", 1)
     if n not in (None, 1):
         raise _bad(f"'n' must be 1 (one choice per request), got {n}", "n")
@@ -172,8 +201,13 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     kwargs = body.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise _bad(f"'chat_template_kwargs' must be an object, got {kwargs!r}", "chat_template_kwargs")
-    if kwargs and not set(kwargs).isdisjoint({"messages", "tools", "add_generation_prompt"}):
-        raise _bad("'chat_template_kwargs' may not set messages, tools or add_generation_prompt", "chat_template_kwargs")
+    if kwargs and not set(kwargs).isdisjoint(_RESERVED):
+        raise _bad(f"'chat_template_kwargs' may not set {', '.join(sorted(_RESERVED & set(kwargs)))} (only template "
+                   "variables; the gateway sets these itself)", "chat_template_kwargs")
+    docs = (kwargs or {}).get("documents")
+    if docs is not None and not (isinstance(docs, list) and all(isinstance(d, dict) for d in docs)):
+        raise _bad(f"'chat_template_kwargs.documents' must be a list of objects, got {docs!r:.200}",
+                   "chat_template_kwargs")
     seed = _integer(body, "seed")
     return ChatRequest(
         raw_messages=msgs, model=model, tools=_tools(body), tool_choice=_tool_choice(body),
@@ -211,7 +245,12 @@ def _arguments(args: Any, where: str) -> Any:
             value = json.loads(args)
         except ValueError:
             return args  # not JSON: the template writes the string as it is
-        return value if isinstance(value, dict) else args
+        except RecursionError:
+            raise _bad(f"{where}.arguments is nested more than {MAX_DEPTH} levels deep", where) from None
+        if not isinstance(value, dict):
+            return args
+        check_plain(value, f"{where}.arguments")  # the string was plain; what its escapes decode to may not be
+        return value
     if isinstance(args, dict):
         return args
     raise _bad(f"{where}.arguments must be a JSON string or an object, got {type(args).__name__}", where)

@@ -52,6 +52,41 @@ def _plain(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+def unrenderable(value: Any, max_depth: int = 64) -> str | None:
+    """Why a parsed JSON value cannot be rendered and stored, or None when it can: nested
+    deeper than ``max_depth`` (rendering and serialising recurse per level: a few hundred
+    levels overflow Python's stack), or a string holding a lone surrogate (``"\\ud800"`` is
+    valid JSON but not text: it cannot be encoded as UTF-8). Iterative; ASCII strings cost
+    nothing.
+
+    Example:
+        >>> import json
+        >>> print(unrenderable(json.loads('{"a": ["\\ud800"]}')))
+        holds a lone surrogate '\\ud800' (not valid Unicode text)
+        >>> unrenderable([[[1]]], max_depth=2)
+        'is nested more than 2 levels deep'
+        >>> unrenderable({"a": ["ok", 1, None]}) is None
+        True
+    """
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, str):
+            if not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as err:
+                    return f"holds a lone surrogate {v[err.start]!r} (not valid Unicode text)"
+        elif isinstance(v, (Mapping, list, tuple)):
+            if depth >= max_depth:
+                return f"is nested more than {max_depth} levels deep"
+            if isinstance(v, Mapping):
+                stack += [(k, depth) for k in v]
+                v = v.values()
+            stack += [(x, depth + 1) for x in v]
+    return None
+
+
 def _prepare_message(message: Any) -> dict:
     if type(message) is dict and _REASONING_SET.isdisjoint(message):
         for v in message.values():

@@ -1,0 +1,277 @@
+"""Bad input never gives a traceback: requests and backend answers found by fuzzing the gateway
+in-process (a scripted backend on 127.0.0.1). Each case must get an OpenAI-shaped error with the
+right status, the gateway must serve the next good request, and what it recorded must stay
+readable."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from chatdata.data import load_sample_tokenizer
+from chatdata.gateway import create_app, read_sessions
+
+EOT = "<|im_end|>"
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """A vLLM (``/v1/completions``) or SGLang (``/generate``) backend answering ``server.answer``
+    (bytes), or a well-formed answer of ``server.reply_ids`` when it is None."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body, server = self.server.answer, self.server
+        if body is None:
+            ids = server.reply_ids
+            if self.path.endswith("/generate"):
+                body = json.dumps({"output_ids": ids, "meta_info": {
+                    "finish_reason": {"type": "stop"}, "output_token_logprobs": [[-0.5, i, None] for i in ids]}})
+            else:
+                body = json.dumps({"choices": [{"token_ids": ids, "finish_reason": "stop",
+                                                "logprobs": {"token_logprobs": [-0.5] * len(ids)}}]})
+            body = body.encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802 - no /v1/models: no context length
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_sample_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def scripted(tok):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    server.good_ids = tok.encode("hello" + EOT, add_special_tokens=False)
+    server.reply_ids, server.answer = server.good_ids, None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def run(app, fn):
+    async def main():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # a 500 is a response here
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=60) as http:
+                return await fn(http)
+    return asyncio.run(main())
+
+
+def assert_error(r: httpx.Response, status: int, words: str, case) -> dict:
+    assert r.status_code == status, (case, r.status_code, r.text[:500])
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and words in err["message"], (case, err)
+    return err
+
+
+async def still_serving(http, sid="good"):
+    r = await http.post("/v1/chat/completions", headers={"X-Session-Id": sid},
+                        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    assert r.status_code == 200, r.text
+
+
+def _chat(*extra_messages, **fields) -> dict:
+    return {"messages": [{"role": "user", "content": "hi"}, *extra_messages], "max_tokens": 4, **fields}
+
+
+_CALL = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+_DEEP = "[" * 900 + "]" * 900
+
+
+def _with_call(**change) -> dict:
+    call = json.loads(json.dumps(_CALL))
+    call["tool_calls"][0].update(change.pop("call", {}))
+    call["tool_calls"][0]["function"].update(change)
+    return _chat(call, {"role": "tool", "tool_call_id": "c1", "content": "42"}, {"role": "user", "content": "and?"})
+
+
+# (case, raw body, words of the 400's message). Each was a 500 with a traceback before: a
+# RecursionError (json, the template's recursion over tools / arguments), a UnicodeEncodeError
+# when the gateway logged or answered a string holding a lone surrogate (the answer's turn was
+# logged, then the client got a 500), a TypeError from a template variable named like one of
+# the Conversation's own arguments.
+BAD_REQUESTS = [
+    ("a body nested 100000 levels", b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+    ("a message nested 5000 levels",
+     b'{"messages": [{"role": "user", "content": "x", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}]}", "nested too deeply"),
+    ("tools nested 900 levels", json.dumps(_chat(tools=[{"type": "function", "function": {
+        "name": "f", "parameters": json.loads(_DEEP)}}])).encode(), "tools is nested more than"),
+    ("tool-call arguments nested 900 levels", json.dumps(_with_call(arguments='{"a": ' + _DEEP + "}")).encode(),
+     "arguments is nested more than"),
+    ("tool-call arguments nested 5000 levels",
+     json.dumps(_with_call(arguments='{"a": ' + "[" * 5000 + "]" * 5000 + "}")).encode(), "nested more than"),
+    ("a lone surrogate in model", b'{"messages": [{"role": "user", "content": "x"}], "model": "\\ud800"}',
+     "model holds a lone surrogate"),
+    ("a lone surrogate in a tool-call id", json.dumps(_with_call(call={"id": "\udc00"})).encode("utf-8", "surrogatepass"),
+     "messages[1] holds a lone surrogate"),
+    ("a lone surrogate in arguments' escapes", json.dumps(_with_call(arguments='{"a": "\\ud800"}')).encode(),
+     "arguments holds a lone surrogate"),
+    ("a lone surrogate in a tool message's name",
+     b'{"messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "r", "name": "\\ud800"}]}',
+     "messages[1] holds a lone surrogate"),
+    ("a lone surrogate in a template variable",
+     b'{"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": "\\ud800"}}',
+     "chat_template_kwargs holds a lone surrogate"),
+    ("a surrogate encoded as UTF-8 bytes", b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]}',
+     "lone surrogate"),
+    ("chat_template_kwargs.tokenizer", json.dumps(_chat(chat_template_kwargs={"tokenizer": 1})).encode(),
+     "may not set tokenizer"),
+    ("chat_template_kwargs.chat_template", json.dumps(_chat(chat_template_kwargs={"chat_template": "{{ 1 }}"})).encode(),
+     "may not set chat_template"),
+    ("chat_template_kwargs.history", json.dumps(_chat(chat_template_kwargs={"history": []})).encode(),
+     "may not set history"),
+    ("chat_template_kwargs.documents not a list", json.dumps(_chat(chat_template_kwargs={"documents": 5})).encode(),
+     "documents' must be a list of objects"),
+    ("chat_template_kwargs.documents of non-objects", json.dumps(_chat(chat_template_kwargs={"documents": [1]})).encode(),
+     "documents' must be a list of objects"),
+]
+
+
+def test_malformed_requests_are_400_and_change_nothing(scripted, tok, tmp_path):
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
+
+    async def talk(http):
+        await still_serving(http)
+        for case, raw, words in BAD_REQUESTS:
+            r = await http.post("/v1/chat/completions", content=raw, headers={"X-Session-Id": "bad",
+                                                                              "content-type": "application/json"})
+            assert_error(r, 400, words, case)
+            await still_serving(http)
+        assert (await http.get("/health")).json()["open_sessions"] == 1  # no refused request opened one
+        assert {r["session_id"] for r in read_sessions(tmp_path / "out", include_open=True)} == {"good"}
+    run(app, talk)
+    records = read_sessions(tmp_path / "out")  # only the good requests' turns were recorded
+    assert {r["session_id"] for r in records} == {"good"}
+    assert sum(int(r["assistant_masks"].sum()) for r in records) >= (len(BAD_REQUESTS) + 1) * len(scripted.good_ids)
+
+
+def _vllm(ids, lps) -> bytes:
+    return json.dumps({"choices": [{"token_ids": ids, "finish_reason": "stop",
+                                    "logprobs": {"token_logprobs": lps}}]}).encode()
+
+
+# (case, backend answer, words of the 502's message). Before: ids from 2**31 on were kept and
+# made the session's log unreadable (its close a 500, read_sessions leaving the session out, a
+# restart refusing the folder); from 2**40 on a 500; a -inf logprob was kept and the answer with
+# logprobs a 500 (and an SSE event holding -Infinity, which is no JSON); a body nested too deeply
+# and SGLang's finish_reason "abort" as a plain string a 500.
+BAD_ANSWERS = [
+    ("an id of 2**31", _vllm([5, 2**31], [-0.5, -0.5]), "token ids in [0, 2**31)"),
+    ("an id of 2**40", _vllm([2**40], [-0.5]), "token ids in [0, 2**31)"),
+    ("an id of 2**64", _vllm([2**64], [-0.5]), "token ids in [0, 2**31)"),
+    ("a -inf logprob", _vllm([5, 6], [-0.5, float("-inf")]), "a logprob must be a finite number"),
+    ("an answer nested 100000 levels", b'{"choices": [{"token_ids": ' + b"[" * 100000 + b"]" * 100000 + b"}]}",
+     "not JSON"),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_backend_answers_the_log_cannot_hold_are_502(scripted, tok, tmp_path, stream):
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
+
+    async def talk(http):
+        for case, answer, words in BAD_ANSWERS:
+            await still_serving(http, "s")  # the session goes on after each failed turn
+            scripted.answer = answer
+            try:
+                r = await http.post("/v1/chat/completions", headers={"X-Session-Id": "s"},
+                                    json=_chat(logprobs=True, stream=stream))
+            finally:
+                scripted.answer = None
+            err = assert_error(r, 502, words, case)
+            assert err["type"] == "backend_error"
+        assert (await http.post("/v1/sessions/s/close")).status_code == 200
+    run(app, talk)
+    records = read_sessions(tmp_path / "out")
+    assert {r["session_id"] for r in records} == {"s"}  # the good turns only, each a branch of "s"
+    assert sum(int(r["assistant_masks"].sum()) for r in records) == len(BAD_ANSWERS) * len(scripted.good_ids)
+
+
+def test_sglang_abort_without_a_message_is_502(scripted, tok, tmp_path):
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}/generate", tok, tmp_path / "out", durable=False)
+
+    async def talk(http):
+        for finish in ("abort", {"type": "abort"}):
+            scripted.answer = json.dumps({"output_ids": [], "meta_info": {"finish_reason": finish,
+                                                                          "output_token_logprobs": []}}).encode()
+            try:
+                r = await http.post("/v1/chat/completions", json=_chat())
+            finally:
+                scripted.answer = None
+            assert_error(r, 502, "the backend aborted the request: no reason given", finish)
+        await still_serving(http)
+    run(app, talk)
+
+
+@pytest.mark.parametrize("call", [
+    '{"name": "f", "arguments": ' + "[" * 5000 + "]" * 5000 + "}",  # json.loads: RecursionError
+    '{"name": "f", "arguments": ' + _DEEP + "}",  # parsed, but rendering it back recursed too deep
+    '{"name": "f", "arguments": {"a": "\\ud800"}}',  # a lone surrogate: the log could not be written
+    '{"name": "f\\udc00", "arguments": {}}',
+])
+def test_a_tool_call_the_model_writes_that_cannot_be_stored_stays_text(scripted, tok, tmp_path, call):
+    """The model's text is kept (as content, like any malformed tool call) instead of a 500."""
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
+    written = "<tool_call>\n" + call + "\n</tool_call>"
+
+    async def talk(http):
+        await still_serving(http, "s")
+        scripted.reply_ids = tok.encode(written + EOT, add_special_tokens=False)
+        try:
+            r = await http.post("/v1/chat/completions", headers={"X-Session-Id": "s"},
+                                json=_chat({"role": "assistant", "content": "hello"}, {"role": "user", "content": "go"}))
+        finally:
+            scripted.reply_ids = scripted.good_ids
+        assert r.status_code == 200, r.text
+        msg = r.json()["choices"][0]["message"]
+        assert msg["content"] == written and not msg.get("tool_calls")
+        await still_serving(http, "s")  # a fork of the session: the branch holding the call is whole
+        assert (await http.post("/v1/sessions/s/close")).status_code == 200
+    run(app, talk)
+    records = read_sessions(tmp_path / "out")
+    assert any(m["content"] == written for r in records for m in r["history"].to_chats())
+
+
+def test_a_turn_the_log_cannot_take_fails_with_its_own_error_and_leaves_routing_clean(scripted, tok, tmp_path,
+                                                                                     monkeypatch):
+    """A log write failing on a session's second turn (a full disk) answers that error; before, the
+    session's removal from routing tripped over the unpublished turn (an IndexError instead, and
+    the closed session's first turn left in the routing index)."""
+    from chatdata.gateway import journal
+
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
+    gw = app.state.gateway
+    append = journal.Journal.append
+
+    def full(self, record):
+        raise OSError(28, "No space left on device")
+
+    async def talk(http):
+        await still_serving(http, "s")
+        monkeypatch.setattr(journal.Journal, "append", full)
+        body = _chat({"role": "assistant", "content": "hello"}, {"role": "user", "content": "more"})
+        r = await http.post("/v1/chat/completions", headers={"X-Session-Id": "s"}, json=body)
+        monkeypatch.setattr(journal.Journal, "append", append)
+        assert_error(r, 500, "No space left on device", "disk full")
+        assert gw.table.sessions == {} and gw.table._turns == {}  # the session left routing whole
+        r = await http.post("/v1/chat/completions", json=body)  # no header: a new session, not the closed one
+        assert r.status_code == 200, r.text
+    run(app, talk)
+    records = read_sessions(tmp_path / "out", include_open=True)  # "s" is in its log, stored at the next start
+    assert sorted(len(r["history"].to_chats()) for r in records) == [2, 4]  # its first turn was kept

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import GatewayError
+from .journal import MAX_TOKEN_ID
 from .prompt_ids import PromptIds
 
 __all__ = ["Generation", "Sampling", "VLLMBackend", "SGLangBackend", "make_backend"]
@@ -67,15 +68,16 @@ def _garbage(api: str, what: str) -> GatewayError:
 
 
 def _check(api: str, ids: Any, logprobs: Any, finish: Any) -> Generation:
-    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                                       for i in ids):
-        raise _garbage(api, f"the sampled ids must be a non-empty list of token ids, got {ids!r:.200}")
+    # ids as the session log keeps them (int64, and a vocabulary index below 2**31: see journal.py)
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                       and 0 <= i < MAX_TOKEN_ID for i in ids):
+        raise _garbage(api, f"the sampled ids must be a non-empty list of token ids in [0, 2**31), got {ids!r:.200}")
     if not isinstance(logprobs, list) or len(logprobs) != len(ids):
         raise _garbage(api, f"expected {len(ids)} logprobs (one per sampled id), got {logprobs!r:.200}")
     lps = []
-    for v in logprobs:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v > 1e-3:
-            raise _garbage(api, f"a logprob must be a number <= 0, got {v!r}")
+    for v in logprobs:  # a sampled id had a chance: -inf (or NaN) is no logprob of it, nor JSON an answer can hold
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v > 1e-3:
+            raise _garbage(api, f"a logprob must be a finite number <= 0, got {v!r}")
         lps.append(float(v))
     if finish not in ("stop", "length"):
         raise _garbage(api, f"finish reason {finish!r} (expected 'stop' or 'length')")
@@ -138,7 +140,7 @@ class _HTTPBackend:
                                type="backend_error")
         try:
             body = resp.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json can read
             raise _garbage(self.api, f"not JSON: {resp.text[:200]!r}") from None
         if not isinstance(body, dict):
             raise _garbage(self.api, f"not a JSON object: {resp.text[:200]!r}")
@@ -256,7 +258,8 @@ class SGLangBackend(_HTTPBackend):
         finish = meta.get("finish_reason")
         kind = finish.get("type") if isinstance(finish, dict) else finish
         if kind == "abort":
-            raise GatewayError(502, f"the backend aborted the request: {finish.get('message')}", type="backend_error")
+            why = finish.get("message") if isinstance(finish, dict) else None
+            raise GatewayError(502, f"the backend aborted the request: {why or 'no reason given'}", type="backend_error")
         return _check(self.api, ids, [p[0] for p in pairs], kind)
 
 

@@ -172,7 +172,7 @@ def _cut_torn_tail(path: Path, durable: bool) -> None:
             os.fsync(f.fileno())
 
 
-_MAX_ID = 2 ** 31  # token ids are vocabulary indices: a larger or negative one is a damaged line
+MAX_TOKEN_ID = 2 ** 31  # token ids are vocabulary indices: a larger or negative one is a damaged line
 
 
 def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
@@ -183,7 +183,7 @@ def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
         ids = r.get(field)
         if not isinstance(ids, list) or (field not in packed and any(type(i) is not int for i in ids)):
             raise ValueError(f"'{field}' must be a list of integers")
-        if ids and (min(ids) < 0 or max(ids) >= _MAX_ID):
+        if ids and (min(ids) < 0 or max(ids) >= MAX_TOKEN_ID):
             raise ValueError(f"'{field}' holds an id outside [0, 2**31): the line is damaged")
     if not r["ids"]:
         raise ValueError("'ids' is empty: a completed request sampled at least one id")

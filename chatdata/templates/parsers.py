@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from .registry import get_chat_template, get_parser, register_parser
+from .render import unrenderable
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,20 @@ def _compile(spec: ParserSpec):
     return _COMPILED[key][1]
 
 
+def _call_json(raw: str) -> Any:
+    """``json.loads`` of a written tool call; a JSONDecodeError (a malformed call) also for JSON
+    nested too deeply or holding a lone surrogate (:func:`~chatdata.templates.render.unrenderable`):
+    a message holding it could not be rendered back, stored or sent."""
+    try:
+        value = json.loads(raw)
+        problem = unrenderable(value)
+    except RecursionError:
+        problem = "is nested too deeply"
+    if problem is not None:
+        raise json.JSONDecodeError(f"the call {problem}", raw, 0)
+    return value
+
+
 def _one_call(call: Any, raw: str, index: int) -> dict:
     """One written call as the chats' shape: ``{"type": "function", "function": {"name",
     "arguments"}}``, plus ``"id"`` when the text holds one."""
@@ -101,7 +116,7 @@ def _named_call(m: re.Match) -> tuple[dict, str] | None:
     found = {k.rstrip("0123456789"): v for k, v in m.groupdict().items() if v is not None}
     if "name" not in found or "args" not in found:
         return None
-    call = {"name": found["name"].strip(), "arguments": json.loads(found["args"])}
+    call = {"name": found["name"].strip(), "arguments": _call_json(found["args"])}
     if found.get("id"):
         call["id"] = found["id"]
     return call, found["args"]
@@ -122,7 +137,7 @@ def _tool_calls(content: str, pattern: re.Pattern, index: int) -> tuple[str, lis
             continue
         raw = m.group("json") if "json" in pattern.groupindex else m.group(1)
         try:
-            call = json.loads(raw)
+            call = _call_json(raw)
         except json.JSONDecodeError as err:
             raise ValueError(f"message {index}: malformed tool-call JSON {raw!r}: {err}") from None
         for c in call if isinstance(call, list) else [call]:

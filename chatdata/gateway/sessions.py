@@ -394,6 +394,8 @@ class SessionTable:
             if b is None:
                 continue
             for a, _, _ in b.conv.turns:
+                if a >= len(b.keys):  # a turn whose logging failed: never published, so never indexed
+                    continue
                 entries = self._turns.get((a, b.keys[a]))
                 if entries:
                     entries[:] = [e for e in entries if e[1] is not b]

@@ -68,22 +68,40 @@ def unrenderable(value: Any, max_depth: int = 64) -> str | None:
         >>> unrenderable({"a": ["ok", 1, None]}) is None
         True
     """
-    stack = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, str):
-            if not v.isascii():
-                try:
-                    v.encode("utf-8")
-                except UnicodeEncodeError as err:
-                    return f"holds a lone surrogate {v[err.start]!r} (not valid Unicode text)"
-        elif isinstance(v, (Mapping, list, tuple)):
-            if depth >= max_depth:
-                return f"is nested more than {max_depth} levels deep"
-            if isinstance(v, Mapping):
-                stack += [(k, depth) for k in v]
-                v = v.values()
-            stack += [(x, depth + 1) for x in v]
+    return _problem(value, 0, max_depth)
+
+
+def _problem(v: Any, depth: int, max_depth: int) -> str | None:
+    """:func:`unrenderable` below ``depth`` levels; recursion stops at ``max_depth``, and plain
+    values are looked at where they stand (a call per container, not per value)."""
+    if isinstance(v, str):
+        return None if v.isascii() else _surrogate(v)
+    if not isinstance(v, (Mapping, list, tuple)):
+        return None
+    if depth >= max_depth:
+        return f"is nested more than {max_depth} levels deep"
+    if isinstance(v, Mapping):
+        for k in v:
+            if isinstance(k, str) and not k.isascii() and _surrogate(k):
+                return _surrogate(k)
+        v = v.values()
+    for x in v:
+        t = type(x)
+        if t is str:
+            if not x.isascii() and _surrogate(x):
+                return _surrogate(x)
+        elif t is not int and t is not float and t is not bool and x is not None:
+            found = _problem(x, depth + 1, max_depth)
+            if found:
+                return found
+    return None
+
+
+def _surrogate(s: str) -> str | None:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"holds a lone surrogate {s[err.start]!r} (not valid Unicode text)"
     return None
 
 

@@ -118,7 +118,11 @@ def _prepare_message(message: Any) -> dict:
     for key, val in message.items():
         if val is None:
             continue
-        out[key] = val if type(val) is str else _plain(val)
+        try:
+            out[key] = val if type(val) is str else _plain(val)
+        except RecursionError:
+            raise TemplateError(f"message key {key!r} is nested too deeply to render (Python's recursion limit); "
+                                "flatten the value") from None
     for field in _REASONING_FIELDS:
         reasoning = out.get(field)
         if reasoning is not None:
@@ -222,6 +226,9 @@ def _run(compiled: jinja2.Template, variables: dict, track: bool) -> tuple[str, 
             return "".join(tracker.blocks), tracker.spans
     except TemplateError:
         raise
+    except RecursionError:
+        raise TemplateError("chat template failed to render: a value is nested too deeply (Python's recursion "
+                            "limit); flatten the value") from None
     except (jinja2.TemplateError, TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
         raise TemplateError(f"chat template failed to render: {type(err).__name__}: {err}") from err
 
@@ -246,9 +253,13 @@ class Renderer:
                     raise TypeError("Documents should be a list of dicts with 'title' and 'text' keys!")
         self.template = template
         self.compiled = compile_template(template)
-        self.variables = template_variables(tokenizer, **template_kwargs)
-        self.variables["tools"] = json_cached(prepare_tools(tools))  # the same in every render: JSON text made once
-        self.variables["documents"] = _plain(documents)
+        try:
+            self.variables = template_variables(tokenizer, **template_kwargs)
+            self.variables["tools"] = json_cached(prepare_tools(tools))  # the same in every render: JSON text made once
+            self.variables["documents"] = _plain(documents)
+        except RecursionError:
+            raise TemplateError("tools, documents or a template variable is nested too deeply to render (Python's "
+                                "recursion limit); flatten the value") from None
         self.add_generation_prompt = add_generation_prompt
 
     def render(self, chat: list, *, add_generation_prompt: bool | None = None, track: bool = False,

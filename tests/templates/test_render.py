@@ -92,3 +92,20 @@ def test_environment_features():
     assert out == '{"role": "user", "content": "<a&b>"}|{\n "a": "<é>",\n "b": 1\n}|z|4|1'
     with pytest.raises(TemplateError):  # sandbox
         render_chats([[{"role": "user", "content": "x"}]], "{{ messages.__class__.__mro__ }}{{ ''.__class__.__subclasses__() }}")
+
+
+def test_a_value_nested_too_deeply_to_render_is_a_template_error(qwen_tok):
+    """A History holds tool arguments up to 512 levels deep; rendering recurses per level and
+    runs out of Python's stack first: a TemplateError naming the key, never a RecursionError."""
+    from chatdata import History
+
+    deep = 1
+    for _ in range(500):
+        deep = [deep]
+    call = {"type": "function", "function": {"name": "f", "arguments": {"x": deep}}}
+    h = History.from_chats([[{"role": "user", "content": "a"}, {"role": "assistant", "content": "", "tool_calls": [call]}]])
+    for kwargs in ({"tokenize": False}, {"tokenize": True, "return_dict": True, "return_assistant_tokens_mask": True}):
+        with pytest.raises(TemplateError, match="'tool_calls' is nested too deeply to render"):
+            h.apply_chat_template(tokenizer=qwen_tok, chat_template=TEMPLATES["Qwen-Qwen3-0.6B"], **kwargs)
+    with pytest.raises(TemplateError, match="nested too deeply"):
+        render_chats([[{"role": "user", "content": "a"}]], "{{ x | tojson }}", x=deep)

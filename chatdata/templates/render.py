@@ -74,17 +74,21 @@ def unrenderable(value: Any, max_depth: int = 64) -> str | None:
 def _problem(v: Any, depth: int, max_depth: int) -> str | None:
     """:func:`unrenderable` below ``depth`` levels; recursion stops at ``max_depth``, and plain
     values are looked at where they stand (a call per container, not per value)."""
-    if isinstance(v, str):
+    t = type(v)
+    if t is str:
         return None if v.isascii() else _surrogate(v)
-    if not isinstance(v, (Mapping, list, tuple)):
-        return None
-    if depth >= max_depth:
-        return f"is nested more than {max_depth} levels deep"
-    if isinstance(v, Mapping):
+    if t is dict or t is not list and isinstance(v, Mapping):
+        if depth >= max_depth:
+            return f"is nested more than {max_depth} levels deep"
         for k in v:
-            if isinstance(k, str) and not k.isascii() and _surrogate(k):
+            if type(k) is str and not k.isascii() and _surrogate(k):
                 return _surrogate(k)
         v = v.values()
+    elif t is list or t is tuple:
+        if depth >= max_depth:
+            return f"is nested more than {max_depth} levels deep"
+    else:
+        return None
     for x in v:
         t = type(x)
         if t is str:

@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path
 
 from .common import CLIError, check_output, plural, say
-from .import_formats import FORMATS, document_records, is_document, to_messages
+from .import_formats import FORMATS, document_records, is_document, to_messages, weight_error
 from .progress import Progress, human_bytes
 
 HELP = "import JSON Lines / JSON conversations into a memmapped History dataset"
@@ -258,6 +258,16 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     want_tools = screen is not None and screen.check_tools
 
     def flush(writer, convs, wheres, tools_of) -> None:
+        if any("weight" in m for c in convs for m in c if type(m) is dict):  # one pass; weights are rare
+            problems = {k: e for k, e in enumerate(map(weight_error, convs)) if e is not None}
+            for k, err in problems.items():
+                bad(wheres[k][0], err, wheres[k][1])
+            if problems:
+                keep = [k for k in range(len(convs)) if k not in problems]
+                convs, wheres = [convs[k] for k in keep], [wheres[k] for k in keep]
+                tools_of = [tools_of[k] for k in keep] if tools_of is not None else None
+                if not convs:
+                    return
         try:
             h = History.from_chats(convs)
         except (ValueError, RecursionError):

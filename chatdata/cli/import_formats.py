@@ -37,14 +37,14 @@ def is_message(x) -> bool:
     return isinstance(x, dict) and ("role" in x or "from" in x)
 
 
-def _weight(value, j: int):
+def _weight(value, j: int, what: str = "turn"):
     """A turn's ``"weight"`` as TrainSelection reads it: a finite number >= 0, not a bool."""
     try:
         ok = type(value) in (int, float) and 0 <= float(value) < math.inf
     except OverflowError:  # an integer too large for a float
         ok = False
     if not ok:
-        raise ValueError(f"turn {j}: 'weight' must be a number >= 0 (0: not trained), got {value!r:.40}")
+        raise ValueError(f"{what} {j}: 'weight' must be a number >= 0 (0: not trained), got {value!r:.40}")
     return value
 
 
@@ -81,6 +81,23 @@ def _sharegpt(rec: dict) -> list:
             msg["weight"] = _weight(t["weight"], j)
         out.append(msg)
     return out
+
+
+def weight_error(conv) -> str | None:
+    """What is wrong with the first bad ``"weight"`` of a conversation's messages (the rule of
+    ShareGPT turns, for messages that carry their own), or None.
+
+    Example:
+        >>> weight_error([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "weight": "1"}])
+        "message 1: 'weight' must be a number >= 0 (0: not trained), got '1'"
+    """
+    for j, m in enumerate(conv):
+        if type(m) is dict and m.get("weight") is not None:
+            try:
+                _weight(m["weight"], j, "message")
+            except ValueError as err:
+                return str(err)
+    return None
 
 
 def to_messages(rec, fmt: str = "auto") -> list:

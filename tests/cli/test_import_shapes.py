@@ -232,6 +232,21 @@ def test_openai_messages_keep_their_weight(tmp_path):
     assert History.load_memmap(tmp_path / "ds").to_chats() == [chat]
 
 
+@pytest.mark.parametrize("weight, shown", [('"1"', "'1'"), ("-1", "-1"), ("true", "True"), ("NaN", "nan")])
+def test_a_bad_openai_weight_is_one_bad_line_at_import_not_at_tokenize(tmp_path, weight, shown):
+    good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "weight": 0.5}]}
+    src = tmp_path / "oa.jsonl"
+    src.write_text(json.dumps(good) + "\n" + '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", '
+                   f'"content": "a", "weight": {weight}}}]}}\n' + json.dumps(good) + "\n")
+    res = run_cli("import", src, tmp_path / "ds")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert f"oa.jsonl:line 2: message 1: 'weight' must be a number >= 0 (0: not trained), got {shown}" in res.stderr
+    assert "imported 2 conversations" in res.stdout and "skipped 1 bad line" in res.stdout
+    assert History.load_memmap(tmp_path / "ds").to_chats() == [good["messages"]] * 2
+    res = run_cli("import", src, tmp_path / "ds2", "--strict")
+    assert res.returncode == 1 and "line 2: message 1: 'weight' must be" in res.stderr
+
+
 def test_sharegpt_tools_string_is_what_check_tools_checks_against(tmp_path):
     """LLaMA-Factory's ShareGPT rows carry "tools" as a JSON string beside "conversations"."""
     tools = json.dumps([{"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -47,6 +47,8 @@ def add_parser(sub):
     p.add_argument("--backend-model", help="the 'model' field sent to vLLM (default: none, its served model)")
     p.add_argument("--idle-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="store a session unused this long (default 300)")
+    p.add_argument("--backend-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="wait this long for the backend's answer, then answer 504 (default 600)")
     p.add_argument("--max-tokens", type=int, default=4096,
                    help="generation limit when a request gives none and the backend does not tell its context")
     p.add_argument("--no-fsync", action="store_true",
@@ -89,14 +91,17 @@ def run(args) -> int:
         if not path.is_file():
             raise CLIError(f"--chat-template {path}: no such file")
         template = path.read_text(encoding="utf-8")
-    if args.max_tokens < 1 or args.idle_timeout <= 0:
-        raise CLIError("--max-tokens and --idle-timeout must be positive")
+    for flag, value in (("--max-tokens", args.max_tokens), ("--idle-timeout", args.idle_timeout),
+                        ("--backend-timeout", args.backend_timeout)):
+        if not value > 0:  # nan too
+            raise CLIError(f"{flag} must be positive, got {value}")
     try:
         SessionStore(args.out).preflight()
         app = create_app(args.backend, args.tokenizer, args.out, chat_template=template,
                          chat_template_name=args.chat_template_name, backend_api=args.backend_api,
                          model_name=args.model_name, backend_model=args.backend_model,
-                         idle_timeout=args.idle_timeout, durable=not args.no_fsync, default_max_tokens=args.max_tokens)
+                         idle_timeout=args.idle_timeout, durable=not args.no_fsync, default_max_tokens=args.max_tokens,
+                         timeout=args.backend_timeout)
     except (ValueError, OSError) as err:
         raise CLIError(str(err)) from None
     sock = _bind(args.host, args.port)

@@ -14,8 +14,9 @@ a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gat
   ``[logprob, token_id, text]`` per sampled id) and ``meta_info.finish_reason.type``.
 
 A connection the backend closed as it was reused is tried once more (nothing was answered on
-it). A backend that is down, times out or answers something else raises a 502
-:class:`~chatdata.gateway.errors.GatewayError`; a 4xx from it (a prompt longer than its
+it). A backend that is down or answers something else raises a 502
+:class:`~chatdata.gateway.errors.GatewayError`, one that does not answer within the timeout a
+504; a 4xx from it (a prompt longer than its
 context) is passed on as a 400 with its message.
 
 Example:
@@ -127,7 +128,7 @@ class _HTTPBackend:
                 # a kept-alive connection the server closed as it was reused: nothing was answered, ask once more
                 resp = await self._client.post(self.url, content=body, headers={"content-type": "application/json"})
         except httpx.TimeoutException:
-            raise GatewayError(502, f"the backend at {self.url} did not answer within {self.timeout:g} s",
+            raise GatewayError(504, f"the backend at {self.url} did not answer within {self.timeout:g} s",
                                type="backend_error") from None
         except httpx.HTTPError as err:
             raise GatewayError(502, f"cannot reach the backend at {self.url}: {type(err).__name__}: {err}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -24,6 +25,7 @@ class Scripted(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers.get("content-length", 0)))
+        time.sleep(getattr(self.server, "delay", 0))
         body, server = self.server.answer, self.server
         if body is None:
             ids = server.reply_ids
@@ -34,10 +36,13 @@ class Scripted(BaseHTTPRequestHandler):
                 body = json.dumps({"choices": [{"token_ids": ids, "finish_reason": "stop",
                                                 "logprobs": {"token_logprobs": [-0.5] * len(ids)}}]})
             body = body.encode()
-        self.send_response(200)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the gateway gave up waiting (a timeout test)
+            pass
 
     def do_GET(self):  # noqa: N802 - no /v1/models: no context length
         self.send_response(404)
@@ -219,6 +224,24 @@ def test_sglang_abort_without_a_message_is_502(scripted, tok, tmp_path):
     run(app, talk)
 
 
+def test_a_backend_that_does_not_answer_in_time_is_504(scripted, tok, tmp_path):
+    """A gateway timeout is HTTP's 504 (the official client retries it as it does 502)."""
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False,
+                     timeout=0.3)
+
+    async def talk(http):
+        scripted.delay = 1.5
+        try:
+            r = await http.post("/v1/chat/completions", headers={"X-Session-Id": "slow"}, json=_chat())
+        finally:
+            scripted.delay = 0
+        assert_error(r, 504, "did not answer within 0.3 s", "slow backend")
+        await still_serving(http)
+    run(app, talk)
+    assert read_sessions(tmp_path / "out", include_open=True) and \
+        {r["session_id"] for r in read_sessions(tmp_path / "out", include_open=True)} == {"good"}
+
+
 @pytest.mark.parametrize("call", [
     '{"name": "f", "arguments": ' + "[" * 5000 + "]" * 5000 + "}",  # json.loads: RecursionError
     '{"name": "f", "arguments": ' + _DEEP + "}",  # parsed, but rendering it back recursed too deep
@@ -275,3 +298,20 @@ def test_a_turn_the_log_cannot_take_fails_with_its_own_error_and_leaves_routing_
     run(app, talk)
     records = read_sessions(tmp_path / "out", include_open=True)  # "s" is in its log, stored at the next start
     assert sorted(len(r["history"].to_chats()) for r in records) == [2, 4]  # its first turn was kept
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_serve_refuses_a_backend_timeout_that_is_not_positive(tmp_path, value):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import chatdata
+
+    tok_dir = Path(chatdata.__file__).parent / "data" / "qwen2.5-tokenizer"
+    res = subprocess.run([sys.executable, "-m", "chatdata", "serve", "--backend", "http://127.0.0.1:9", "--tokenizer",
+                          str(tok_dir), "--out", str(tmp_path / "out"), "--backend-timeout", value],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert "--backend-timeout must be positive" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
+
+from ..templates.selection import loss_weight
 
 FORMATS = ("auto", "openai", "sharegpt", "bare")
 SHAREGPT_ROLES = {
@@ -38,13 +39,12 @@ def is_message(x) -> bool:
 
 
 def _weight(value, j: int, what: str = "turn"):
-    """A turn's ``"weight"`` as TrainSelection reads it: a finite number >= 0, not a bool."""
+    """A turn's ``"weight"`` as training reads it (:func:`~chatdata.templates.selection.loss_weight`);
+    ValueError naming the turn otherwise. The value is kept as it is."""
     try:
-        ok = type(value) in (int, float) and 0 <= float(value) < math.inf
-    except OverflowError:  # an integer too large for a float
-        ok = False
-    if not ok:
-        raise ValueError(f"{what} {j}: 'weight' must be a number >= 0 (0: not trained), got {value!r:.40}")
+        loss_weight(value, f"{what} {j}: 'weight'")
+    except TypeError as err:
+        raise ValueError(str(err)) from None
     return value
 
 
@@ -89,7 +89,7 @@ def weight_error(conv) -> str | None:
 
     Example:
         >>> weight_error([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "weight": "1"}])
-        "message 1: 'weight' must be a number >= 0 (0: not trained), got '1'"
+        "message 1: 'weight' must be a number >= 0, got '1'"
     """
     for j, m in enumerate(conv):
         if type(m) is dict and m.get("weight") is not None:

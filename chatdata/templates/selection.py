@@ -34,7 +34,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
-__all__ = ["TrainSelection", "final_answer"]
+__all__ = ["TrainSelection", "final_answer", "loss_weight"]
 
 WEIGHT_KEY = "weight"
 
@@ -51,12 +51,26 @@ def _roles(train_on: Any) -> tuple[str, ...]:
     return roles
 
 
-def _weight(value: Any, what: str) -> float:
+def loss_weight(value: Any, what: str) -> float:
+    """``value`` as a loss weight: a finite number >= 0 (not a bool); TypeError / ValueError
+    naming ``what`` otherwise.
+
+    Example:
+        >>> loss_weight(1, "w"), loss_weight(0.5, "w")
+        (1.0, 0.5)
+        >>> loss_weight(-1, "message 1's 'weight'")
+        Traceback (most recent call last):
+        ...
+        ValueError: message 1's 'weight' must be a finite number >= 0, got -1
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"{what} must be a number >= 0, got {value!r}")
-    w = float(value)
+        raise TypeError(f"{what} must be a number >= 0, got {value!r:.40}")
+    try:
+        w = float(value)
+    except OverflowError:  # an integer too large for a float
+        w = math.inf
     if not math.isfinite(w) or w < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
+        raise ValueError(f"{what} must be a finite number >= 0, got {value!r:.40}")
     return w
 
 
@@ -83,7 +97,7 @@ class TrainSelection:
         if loss_weights is False:
             loss_weights = None
         if isinstance(loss_weights, Mapping):
-            loss_weights = {_roles(r)[0]: _weight(w, f"loss_weights[{r!r}]") for r, w in loss_weights.items()}
+            loss_weights = {_roles(r)[0]: loss_weight(w, f"loss_weights[{r!r}]") for r, w in loss_weights.items()}
         elif not (loss_weights is None or loss_weights is True or callable(loss_weights)):
             raise TypeError("loss_weights must be a dict {role: weight}, True, or a callable (chat, k) -> weight; "
                             f"got {type(loss_weights).__name__}")
@@ -104,13 +118,13 @@ class TrainSelection:
         for k, m in enumerate(chat):
             role = m.get("role")
             if callable(lw):
-                w = _weight(lw(chat, k), f"loss_weights({k}) for message {k}") if role in self.train_on else 0.0
+                w = loss_weight(lw(chat, k), f"loss_weights({k}) for message {k}") if role in self.train_on else 0.0
             else:
                 w = 1.0 if role in self.train_on else 0.0
                 if isinstance(lw, Mapping):
                     w = lw.get(role, w)
                 if lw is not None and m.get(WEIGHT_KEY) is not None:
-                    w = _weight(m[WEIGHT_KEY], f"message {k}'s {WEIGHT_KEY!r}")
+                    w = loss_weight(m[WEIGHT_KEY], f"message {k}'s {WEIGHT_KEY!r}")
             out.append(w)
         if self.last_turn_only:
             last = max((k for k, w in enumerate(out) if w > 0), default=-1)

@@ -151,6 +151,7 @@ def test_templates_that_drop_a_message_raise_naming_it(qwen_tok):
     (dict(last_turn_only="yes"), TypeError, "last_turn_only"),
     (dict(loss_weights={"tool": -1}), ValueError, "finite number >= 0"),
     (dict(loss_weights={"tool": math.nan}), ValueError, "finite number >= 0"),
+    (dict(loss_weights={"tool": 10 ** 400}), ValueError, "finite number >= 0"),  # too large for a float
     (dict(loss_weights={"tool": "high"}), TypeError, "number"),
     (dict(loss_weights=[1.0]), TypeError, "loss_weights must be"),
     (dict(loss_weights=lambda chat, k: "x"), TypeError, "loss_weights"),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .deps import require_pyarrow
 
-__all__ = ["checked_messages", "NULL_KEYS", "ENCODING_KEY"]
+__all__ = ["checked_messages", "check_one_column", "NULL_KEYS", "ENCODING_KEY"]
 
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
@@ -123,6 +123,22 @@ def _field_type(f, column: str):
                             "keys that hold None), or drop the field")
         return f.type if item == f.type.value_type else pa.large_list(item)
     return f.type
+
+
+def check_one_column(names: list, column: str) -> None:
+    """ValueError when a table's column ``names`` hold ``column`` more than once (reading "the"
+    column would pick one of them silently).
+
+    Example:
+        >>> check_one_column(["messages", "id"], "messages")
+        >>> check_one_column(["messages", "messages"], "messages")
+        Traceback (most recent call last):
+        ...
+        ValueError: 2 columns are named 'messages'; rename or drop all but the messages column
+    """
+    n = names.count(column)
+    if n > 1:
+        raise ValueError(f"{n} columns are named {column!r}; rename or drop all but the messages column")
 
 
 def checked_messages(arr, column: str = "messages"):

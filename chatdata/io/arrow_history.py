@@ -37,7 +37,7 @@ import torch
 
 from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
 from ..td import FormatError, NonTensorData, NonTensorStack
-from .arrow_check import ENCODING_KEY, NULL_KEYS, checked_messages
+from .arrow_check import ENCODING_KEY, NULL_KEYS, check_one_column, checked_messages
 from .arrow_columns import JSON_META, python_array, stack_from_strings, string_array, strip_nulls, tensor_buffer
 from .deps import require_pyarrow
 
@@ -359,9 +359,7 @@ def _column_of(obj, column: str):
         if column not in obj.schema.names:
             raise ValueError(f"no column {column!r} (columns: {obj.schema.names}); pass column=... to name "
                              "the messages column")
-        if len(obj.schema.get_all_field_indices(column)) > 1:
-            raise ValueError(f"{len(obj.schema.get_all_field_indices(column))} columns are named {column!r}; "
-                             "rename or drop all but the messages column")
+        check_one_column(obj.schema.names, column)
         obj = obj.column(column)
     if isinstance(obj, pa.ChunkedArray):
         obj = obj.chunk(0) if obj.num_chunks == 1 else (

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..td import FormatError
 from ..td.storage import FORMAT_NAME
+from .arrow_check import check_one_column
 from .deps import require_pyarrow
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
@@ -41,10 +42,13 @@ TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".ipc")
 MAX_REPORTED = 20
 
 
-def _is_table_file(p: Path) -> bool:
+def _is_table_file(p: Path, saved: bool | None = None) -> bool:
     # a file of a saved chatdata dataset (e.g. a History's typed copy, *.typed.arrow) is not a
-    # table; a Parquet file beside some other meta.json (a Hub repository's) is
-    return p.suffix.lower() in TABLE_SUFFIXES and not p.name.startswith(".") and not _saved_collection(p.parent)
+    # table; a Parquet file beside some other meta.json (a Hub repository's) is. ``saved``:
+    # _saved_collection(p.parent), when the caller knows it
+    if p.suffix.lower() not in TABLE_SUFFIXES or p.name.startswith("."):
+        return False
+    return not (_saved_collection(p.parent) if saved is None else saved)
 
 
 def _saved_collection(folder: Path) -> bool:
@@ -59,8 +63,9 @@ def _saved_collection(folder: Path) -> bool:
     return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
 
 
-def _json_lines_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.rglob("*") if f.is_file() and f.name.endswith((".jsonl", ".jsonl.gz"))
+def _visible_files(folder: Path) -> list[Path]:
+    """The files under ``folder``, sorted, leaving out hidden ones and those in hidden folders."""
+    return sorted(f for f in folder.rglob("*") if f.is_file()
                   and not any(part.startswith(".") for part in f.relative_to(folder).parts))
 
 
@@ -99,11 +104,12 @@ def table_files(src) -> list[Path]:
             if f.parent != p or not f.is_file():
                 raise ValueError(f"{state}: data file {f.name} is missing")
         return files
-    files = sorted(f for f in p.rglob("*") if f.is_file() and _is_table_file(f)
-                   and not any(part.startswith(".") for part in f.relative_to(p).parts))
+    visible = _visible_files(p)
+    saved = {d: _saved_collection(d) for d in {f.parent for f in visible}}  # each meta.json read once
+    files = [f for f in visible if _is_table_file(f, saved[f.parent])]
     if not files:
         raise ValueError(f"{src}: a folder without .parquet or .arrow files")
-    others = _json_lines_files(p)
+    others = [f for f in visible if f.name.endswith((".jsonl", ".jsonl.gz"))]
     if others:  # a table import reads tables only: it would drop them without a word
         names = ", ".join(str(f.relative_to(p)) for f in others[:3]) + (", ..." if len(others) > 3 else "")
         raise ValueError(f"{src} holds JSON Lines files ({names}) beside its {len(files)} table file(s); a table "
@@ -141,9 +147,10 @@ def iter_batches(path, column: str, batch_rows: int):
         raise ValueError(f"{path}: cannot read it as {'Parquet' if path.suffix == '.parquet' else 'Arrow IPC'} ({err})") from None
     if column not in schema.names:
         raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); name the messages column with --column")
-    if len(schema.get_all_field_indices(column)) > 1:  # reading "the" column would pick one of them silently
-        raise ValueError(f"{path}: {len(schema.get_all_field_indices(column))} columns are named {column!r}; rename "
-                         "or drop all but the messages column")
+    try:
+        check_one_column(schema.names, column)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     kind = "Parquet" if path.suffix.lower() == ".parquet" else "Arrow IPC"
     while True:
         try:

@@ -56,8 +56,10 @@ def unrenderable(value: Any, max_depth: int = 64) -> str | None:
     """Why a parsed JSON value cannot be rendered and stored, or None when it can: nested
     deeper than ``max_depth`` (rendering and serialising recurse per level: a few hundred
     levels overflow Python's stack), or a string holding a lone surrogate (``"\\ud800"`` is
-    valid JSON but not text: it cannot be encoded as UTF-8). Iterative; ASCII strings cost
-    nothing.
+    valid JSON but not text: it cannot be encoded as UTF-8). One call per container, so the
+    recursion stops at ``max_depth``; ASCII strings cost nothing. (``chatdata.history``'s
+    ``json_value_error`` walks for the same two faults, with a save's 512-level limit and the
+    key path in its message.)
 
     Example:
         >>> import json

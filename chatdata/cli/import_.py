@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import os
 import stat
@@ -108,18 +109,25 @@ def _whole_json(path: Path) -> bool:
 
 
 def _records(path: Path, progress: Progress, fmt: str = "auto"):
-    """Yield ``(where, line_number, record_or_error)``; errors are ValueError instances."""
-    loads = json.loads
+    """Yield ``(where, line_number, record_or_error)``; errors are ValueError instances.
+
+    A file whose first lines look like one JSON document but which does not parse as one is
+    read as JSON Lines when the whole file reads so (:func:`is_document` over every line: two
+    whole values on consecutive lines, or a whole value last), so that JSON Lines whose first
+    lines are all bad still imports its good lines; otherwise it is one error naming the file."""
     if _whole_json(path):
         with _reading(path), _open(path) as f:
             raw = f.read()
-        progress.update(len(raw))
         try:
-            doc = loads(raw)
-        except ValueError as err:
-            raise CLIError(f"{path}: not valid JSON ({err})") from None
-        except RecursionError:
-            raise CLIError(f"{path}: not valid JSON (nested too deeply)") from None
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as err:
+            if is_document(io.BytesIO(raw), limit=None):
+                what = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+                raise CLIError(f"{path}: not valid JSON ({what})") from None
+            del raw
+            yield from _lines(path, progress)
+            return
+        progress.update(len(raw))
         del raw
         try:
             doc = document_records(doc, fmt)
@@ -128,6 +136,12 @@ def _records(path: Path, progress: Progress, fmt: str = "auto"):
         for i, rec in enumerate(doc):
             yield f"item {i}", i, rec
         return
+    yield from _lines(path, progress)
+
+
+def _lines(path: Path, progress: Progress):
+    """The records of a JSON Lines file, as :func:`_records` yields them (a bad line is a ValueError)."""
+    loads = json.loads
     with _reading(path), _open(path) as f:
         for lineno, line in enumerate(f, 1):
             progress.done += len(line)

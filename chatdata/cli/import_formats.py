@@ -9,11 +9,14 @@ Shapes, per line (or per item of a JSON list):
   system -> system, tool/observation/function_response -> tool; ``function_call`` becomes an
   assistant message with ``tool_calls`` (its value parsed as JSON ``{"name", "arguments"}``); a
   turn's ``"weight"`` (axolotl: a number >= 0, 0 = not trained) is kept on its message;
-* bare: a list of message dicts.
+* bare: a list of message dicts, or of ShareGPT turns (``{"from": ..., "value": ...}``, read
+  as the ShareGPT shape reads them).
 
 Example:
     >>> to_messages({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a", "weight": 0}]})
     [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': 'a', 'weight': 0}]
+    >>> to_messages([{"from": "human", "value": "q"}])
+    [{'role': 'user', 'content': 'q'}]
     >>> is_document([b'[\\n', b'  {"messages": []}\\n', b']\\n']), is_document([b'{oops\\n', b'[]\\n', b'[]\\n'])
     (True, False)
 """
@@ -48,6 +51,11 @@ def _weight(value, j: int, what: str = "turn"):
     return value
 
 
+def _is_sharegpt_turns(rec: list) -> bool:
+    """A list whose first item is a ShareGPT turn (``from`` and no ``role``)."""
+    return bool(rec) and type(rec[0]) is dict and "from" in rec[0] and "role" not in rec[0]
+
+
 def _sharegpt(rec: dict) -> list:
     turns = rec["conversations"]
     if not isinstance(turns, list):
@@ -56,6 +64,11 @@ def _sharegpt(rec: dict) -> list:
     system = rec.get("system")
     if isinstance(system, str) and system:
         out.append({"role": "system", "content": system})
+    return out + _sharegpt_turns(turns)
+
+
+def _sharegpt_turns(turns: list) -> list:
+    out = []
     for j, t in enumerate(turns):
         if not isinstance(t, dict) or "from" not in t or "value" not in t:
             raise ValueError(f"turn {j}: expected {{\"from\": ..., \"value\": ...}}")
@@ -111,7 +124,7 @@ def to_messages(rec, fmt: str = "auto") -> list:
         if fmt in ("auto", "sharegpt") and "conversations" in rec:
             return _sharegpt(rec)
     elif type(rec) is list and fmt in ("auto", "bare"):
-        return rec
+        return _sharegpt_turns(rec) if _is_sharegpt_turns(rec) else rec
     want = {"auto": '{"messages": [...]}, {"conversations": [...]} or a list of messages',
             "openai": '{"messages": [...]}', "sharegpt": '{"conversations": [...]}',
             "bare": "a list of messages"}[fmt]
@@ -139,9 +152,9 @@ def _value(line: bytes):
         return _BAD
 
 
-def is_document(lines) -> bool:
+def is_document(lines, limit: int | None = SNIFF_LINES) -> bool:
     """True if ``lines`` (bytes, from a file's start) read as one JSON document, False for JSON
-    Lines; reads at most :data:`SNIFF_LINES` non-empty lines.
+    Lines; reads at most ``limit`` non-empty lines (None: all of them).
 
     A document spread over several lines starts with ``[`` or ``{`` on a line that is not whole
     JSON, ends on such a line, and never has whole values on two lines in a row (in a list only
@@ -161,7 +174,7 @@ def is_document(lines) -> bool:
             first, opens = value, s.removeprefix(codecs.BOM_UTF8)[:1] in (b"[", b"{")
         elif first is not _BAD or not opens or (value is not _BAD and previous is not _BAD):
             return False
-        if n == SNIFF_LINES:
+        if n == limit:
             return True
         previous = value
     if n == 1:

@@ -44,6 +44,10 @@ SHAPES = {
     "bare_lines.jsonl": (json.dumps(CONV) + "\n" + json.dumps(CONV) + "\n", 2, 0),
     "blank_lines_around.jsonl": ("\n\n" + GOOD + "\n\n  \n" + GOOD + "\n\n", 2, 0),
     "long_bad_start.jsonl": ("{oops\n" * 62 + (GOOD + "\n") * 3, 3, 62),  # the sniff reads 64 lines
+    # past the sniffed lines: taken for a document, which does not parse, and the whole file reads
+    # as JSON Lines (whole values on consecutive lines, or a whole value last)
+    "longer_bad_start.jsonl": ("{oops\n" * 100 + (GOOD + "\n") * 3, 3, 100),
+    "longer_bad_start_one_good.jsonl": ("[nope\n" * 64 + GOOD + "\n", 1, 64),
     # one JSON document
     "pretty_list.json": (json.dumps([{"messages": CONV}] * 2, indent=2), 2, 0),
     "compact_list.json": (_compact([{"messages": CONV}] * 3), 3, 0),
@@ -102,7 +106,8 @@ def test_empty_or_blank_source_holds_no_conversation(tmp_path, text, gz):
     ('[\n  {"messages": []\n', "not valid JSON"),  # cut short
     ('[\n  {"messages": ' + json.dumps(CONV) + "},\n  {oops}\n]\n", "not valid JSON"),
     ("{oops\n[nope\n", "not valid JSON"),  # two bad lines and nothing else: no way to tell
-    ("{oops\n" * 64 + GOOD + "\n", "not valid JSON"),  # past the sniffed lines: taken for a document
+    ("{oops\n" * 100 + GOOD + "\n{oops\n", "not valid JSON"),  # past the sniffed lines, no two whole lines
+    ("[\n" + ",\n".join([GOOD] * 70) + ",\n{oops}\n]\n", "not valid JSON"),  # broken past the sniff
 ])
 def test_a_broken_document_is_one_line(tmp_path, text, what):
     src = tmp_path / "doc.json"
@@ -110,6 +115,25 @@ def test_a_broken_document_is_one_line(tmp_path, text, what):
     res = run_cli("import", src, tmp_path / "ds")
     assert res.returncode == 1 and what in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gz"])
+def test_a_bare_list_of_sharegpt_turns_is_one_conversation(tmp_path, gz):
+    turns = [{"from": "system", "value": "s"}, {"from": "human", "value": "a"},
+             {"from": "gpt", "value": "b", "weight": 0}]
+    want = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b", "weight": 0}]
+    for name, text, n in (("doc.json", json.dumps(turns, indent=2), 1),
+                          ("lines.jsonl", (json.dumps(turns) + "\n") * 2, 2)):
+        src = _write(tmp_path / name, text, gz)
+        res = run_cli("import", src, tmp_path / name.split(".")[0])
+        assert res.returncode == 0 and res.stderr == "", res.stderr
+        assert History.load_memmap(tmp_path / name.split(".")[0]).to_chats() == [want] * n
+    bad = _write(tmp_path / "bad.jsonl", json.dumps([{"from": "human", "value": "a"}, {"from": "alien", "value": "b"}])
+                 + "\n" + json.dumps(turns) + "\n", gz)
+    res = run_cli("import", bad, tmp_path / "bad")
+    assert res.returncode == 0 and "line 1: turn 1: unknown ShareGPT speaker 'alien'" in res.stderr
+    assert History.load_memmap(tmp_path / "bad").to_chats() == [want]
 
 
 def test_a_document_that_is_one_conversation_is_not_split_unless_the_format_says(tmp_path):

@@ -23,12 +23,12 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
-__all__ = ["PackingPlan", "pack", "check_lengths", "STRATEGIES", "OVERFLOWS", "register_planner", "planner"]
+__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "STRATEGIES", "OVERFLOWS", "register_planner", "planner"]
 
 STRATEGIES = ("bfd", "ffd", "tree")
 OVERFLOWS = ("error", "truncate", "split", "drop")
@@ -77,15 +77,70 @@ def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
     return lengths
 
 
+def as_int(value, name: str) -> int:
+    """``value`` as a Python int: an int, a numpy integer or a 0-d integer tensor; a bool, a float
+    (even a whole one) or anything else is a TypeError naming ``name``.
+
+    Example:
+        >>> as_int(np.int32(3), "epoch"), as_int(torch.tensor(4), "epoch")
+        (3, 4)
+    """
+    if isinstance(value, torch.Tensor) and value.ndim == 0 and not (value.dtype.is_floating_point
+                                                                     or value.dtype.is_complex or value.dtype == torch.bool):
+        return int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r:.100}")
+    return int(value)
+
+
+#: the largest max_tokens: bin rooms and token counts are int64
+MAX_TOKENS_LIMIT = 2 ** 63 - 1
+#: what torch.Generator().manual_seed takes
+SEED_RANGE = (-2 ** 63, 2 ** 64 - 1)
+
+
+def _int_column(values, name: str) -> torch.Tensor:
+    """``values`` as an int64 tensor; floats and bools are refused (they would be cut silently)."""
+    t = torch.as_tensor(values)
+    if t.numel() and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
+        raise TypeError(f"a packing plan's {name} must be integers, got dtype {t.dtype}")
+    return t.to(torch.int64)
+
+
+def check_state_keys(state, keys, what: str) -> None:
+    """Refuse a state that is not a dict or lacks one of ``keys`` (truncated or from something else).
+
+    Example:
+        >>> check_state_keys({"epoch": 0}, ("epoch",), "PackedBatchSampler")
+    """
+    if not isinstance(state, Mapping):
+        raise TypeError(f"a {what} state must be the dict its state_dict() gave, got {type(state).__name__}")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"not a {what} state: it has no {', '.join(map(repr, missing))} "
+                         f"(pass what {what}.state_dict() returned)")
+
+
 def _check_max_tokens(max_tokens) -> int:
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
-        if isinstance(max_tokens, torch.Tensor) and max_tokens.ndim == 0 and not max_tokens.dtype.is_floating_point:
-            max_tokens = int(max_tokens)
-        else:
-            raise TypeError(f"max_tokens must be an int, got {max_tokens!r}")
+    max_tokens = as_int(max_tokens, "max_tokens")
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be > 0, got {max_tokens}")
-    return int(max_tokens)
+    if max_tokens > MAX_TOKENS_LIMIT:
+        raise ValueError(f"max_tokens must be at most 2**63 - 1 (token counts are int64), got {max_tokens}")
+    return max_tokens
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` as an int that ``torch.Generator().manual_seed`` takes, or a clear error.
+
+    Example:
+        >>> check_seed(np.int64(7))
+        7
+    """
+    seed = as_int(seed, name)
+    if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise ValueError(f"{name} must be in [-2**63, 2**64 - 1] (a torch generator seed), got {seed}")
+    return seed
 
 
 class PackingPlan(Sequence):
@@ -102,28 +157,40 @@ class PackingPlan(Sequence):
     """
 
     def __init__(self, indices, bin_offsets, starts, stops, max_tokens: int, dropped=None):
-        self.indices = torch.as_tensor(indices, dtype=torch.int64)
-        self.bin_offsets = torch.as_tensor(bin_offsets, dtype=torch.int64)
-        self.starts = torch.as_tensor(starts, dtype=torch.int64)
-        self.stops = torch.as_tensor(stops, dtype=torch.int64)
-        self.max_tokens = int(max_tokens)
-        self.dropped = torch.zeros(0, dtype=torch.int64) if dropped is None else torch.as_tensor(dropped, dtype=torch.int64)
+        self.indices = _int_column(indices, "indices")
+        self.bin_offsets = _int_column(bin_offsets, "bin_offsets")
+        self.starts = _int_column(starts, "starts")
+        self.stops = _int_column(stops, "stops")
+        self.max_tokens = _check_max_tokens(max_tokens)
+        self.dropped = torch.zeros(0, dtype=torch.int64) if dropped is None else _int_column(dropped, "dropped")
         n = self.indices.numel()
-        if self.bin_offsets.ndim != 1 or self.bin_offsets.numel() < 1 or int(self.bin_offsets[0]) != 0 \
-                or int(self.bin_offsets[-1]) != n or self.starts.shape != (n,) or self.stops.shape != (n,):
+        if self.indices.ndim != 1 or self.bin_offsets.ndim != 1 or self.bin_offsets.numel() < 1 \
+                or int(self.bin_offsets[0]) != 0 or int(self.bin_offsets[-1]) != n \
+                or self.starts.shape != (n,) or self.stops.shape != (n,):
             raise ValueError("inconsistent packing plan: bin_offsets must run from 0 to len(indices), "
                              "and starts/stops must have one entry per index")
+        # one vectorised pass each: a plan read back from a file must not give bins of negative size
+        if n and (int(self.indices.min()) < 0 or int(self.starts.min()) < 0 or bool((self.stops < self.starts).any())):
+            raise ValueError("inconsistent packing plan: indices and starts must be >= 0 and stops >= starts")
+        if bool((self.bin_offsets[1:] < self.bin_offsets[:-1]).any()):
+            raise ValueError("inconsistent packing plan: bin_offsets must not decrease")
 
     def __len__(self) -> int:
         return self.bin_offsets.numel() - 1
 
-    def __getitem__(self, i) -> torch.Tensor:
+    def _bin(self, i) -> int:
+        """``i`` as a bin number in ``[0, len(self))``, negative ones counted from the end."""
+        i = as_int(i, "a bin number")
         n = len(self)
-        if isinstance(i, torch.Tensor):
-            i = int(i)
         if not -n <= i < n:
             raise IndexError(f"bin {i} is out of range for a plan of {n} bins")
-        i %= n
+        return i % n
+
+    def __getitem__(self, i):
+        """Bin ``i`` (an int tensor of sequence indices); a slice gives a list of bins."""
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = self._bin(i)
         return self.indices[int(self.bin_offsets[i]):int(self.bin_offsets[i + 1])]
 
     def __iter__(self):
@@ -133,6 +200,7 @@ class PackingPlan(Sequence):
 
     def spans(self, i: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(indices, starts, stops)`` of bin ``i``: entry ``j`` is tokens ``starts[j]:stops[j]`` of sequence ``indices[j]``."""
+        i = self._bin(i)
         a, b = int(self.bin_offsets[i]), int(self.bin_offsets[i + 1])
         return self.indices[a:b], self.starts[a:b], self.stops[a:b]
 
@@ -166,6 +234,7 @@ class PackingPlan(Sequence):
     @classmethod
     def from_state_dict(cls, state: dict) -> "PackingPlan":
         """The plan ``state_dict()`` described."""
+        check_state_keys(state, ("indices", "bin_offsets", "starts", "stops", "max_tokens"), "PackingPlan")
         return cls(state["indices"], state["bin_offsets"], state["starts"], state["stops"],
                    state["max_tokens"], state.get("dropped"))
 
@@ -228,6 +297,8 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
         ([[0], [0, 2], [1]], [6, 9, 3, 2])
     """
     C = _check_max_tokens(max_tokens)
+    if seed is not None:
+        seed = check_seed(seed)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if strategy in _PLANNERS:  # "tree": the first argument holds the token ids, not only lengths
@@ -267,7 +338,7 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
     # usual bin sizes, and numpy radix-sorts 16-bit keys
     key = (C - L).astype(np.uint16) if C < 65536 else -L
     if seed is not None:  # random order among equal lengths: a random permutation, then a stable sort
-        perm = torch.randperm(L.size, generator=torch.Generator().manual_seed(int(seed))).numpy()
+        perm = torch.randperm(L.size, generator=torch.Generator().manual_seed(seed)).numpy()
         order = perm[np.argsort(key[perm], kind="stable")]
     else:
         order = np.argsort(key, kind="stable")

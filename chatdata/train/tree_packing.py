@@ -33,7 +33,7 @@ import torch
 
 from .concat import ConcatTokenDataset
 from .dataset import TokenDataset
-from .packing import PackingPlan, _check_max_tokens, pack, register_planner
+from .packing import PackingPlan, _check_max_tokens, _int_column, check_seed, check_state_keys, pack, register_planner
 from .trees import adjacent_lcp, dfs_order
 
 __all__ = ["PrefixIndex", "TreePackingPlan", "pack_tree"]
@@ -111,7 +111,10 @@ class TreePackingPlan(PackingPlan):
     def __init__(self, indices, bin_offsets, starts, stops, max_tokens: int, dropped=None, tree_lengths=None,
                  tree_total: int | None = None):
         super().__init__(indices, bin_offsets, starts, stops, max_tokens, dropped)
-        self.tree_lengths = torch.as_tensor(tree_lengths, dtype=torch.int64)
+        self.tree_lengths = _int_column(tree_lengths, "tree_lengths")
+        if self.tree_lengths.shape != (len(self),):
+            raise ValueError(f"inconsistent tree packing plan: tree_lengths must have one entry per bin ({len(self)}), "
+                             f"got shape {tuple(self.tree_lengths.shape)}")
         self.tree_total = int(self.tree_lengths.sum()) if tree_total is None else int(tree_total)
 
     @property
@@ -138,6 +141,8 @@ class TreePackingPlan(PackingPlan):
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "TreePackingPlan":
+        check_state_keys(state, ("indices", "bin_offsets", "starts", "stops", "max_tokens", "tree_lengths"),
+                         "TreePackingPlan")
         return cls(state["indices"], state["bin_offsets"], state["starts"], state["stops"], state["max_tokens"],
                    state.get("dropped"), state["tree_lengths"], state.get("tree_total"))
 
@@ -194,6 +199,8 @@ def pack_tree(source, max_tokens: int, overflow: str = "error", *, seed: int | N
         (1, [4])
     """
     C = _check_max_tokens(max_tokens)
+    if seed is not None:
+        seed = check_seed(seed)
     if overflow == "split":
         raise ValueError("overflow='split' would cut a row from its own prefix; for strategy='tree' use "
                          "'error', 'truncate' or 'drop'")

@@ -10,7 +10,10 @@ bin holds a single sequence and the count still does not divide is a bin repeate
 ``DistributedSampler`` pads.
 
 ``state_dict()`` records the epoch and how many batches this rank has taken; after
-``load_state_dict`` the rest of that epoch comes out exactly as it would have.
+``load_state_dict`` the rest of that epoch comes out exactly as it would have. The state also
+holds what the plan depends on (seed, max_tokens, world size, ..., a digest of the lengths):
+a state from another dataset or setup is refused before anything changes, since the rest of
+its epoch would differ (a sample seen twice or never).
 
 Example:
     >>> s = PackedBatchSampler(torch.tensor([5, 3, 4, 2, 6]), max_tokens=8, seed=0)
@@ -19,13 +22,21 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
 
+import numpy as np
 import torch
 
-from .packing import check_lengths, pack, planner
+from .packing import as_int, check_lengths, check_seed, check_state_keys, pack, planner
 
-__all__ = ["PackedBatchSampler"]
+__all__ = ["PackedBatchSampler", "STATE_VERSION"]
+
+#: the layout of ``state_dict()``; a state of another version is refused
+STATE_VERSION = 1
+#: what a state must agree on with the sampler that loads it (else the rest of the epoch differs)
+_SAME = ("seed", "shuffle", "num_replicas", "max_tokens", "strategy", "drop_last", "overflow", "num_sequences",
+         "lengths_digest")
 
 
 def _dist_default(num_replicas, rank) -> tuple[int, int]:
@@ -36,9 +47,7 @@ def _dist_default(num_replicas, rank) -> tuple[int, int]:
         num_replicas = dist.get_world_size() if ready else 1
     if rank is None:
         rank = dist.get_rank() if ready else 0
-    for name, v in (("num_replicas", num_replicas), ("rank", rank)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, got {v!r}")
+    num_replicas, rank = as_int(num_replicas, "num_replicas"), as_int(rank, "rank")
     if num_replicas <= 0:
         raise ValueError(f"num_replicas must be > 0, got {num_replicas}")
     if not 0 <= rank < num_replicas:
@@ -73,22 +82,31 @@ class PackedBatchSampler(torch.utils.data.Sampler):
         if overflow not in ("error", "drop"):
             raise ValueError(f"overflow must be 'error' or 'drop' for a sampler, got {overflow!r}; to truncate, "
                              "use TokenDataset(source, max_length=max_tokens) and pass its lengths")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
+        seed = check_seed(seed)
         self.max_tokens, self.strategy, self.overflow = max_tokens, strategy, overflow
+        for name, v in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if not isinstance(v, (bool, np.bool_)) and not (isinstance(v, int) and v in (0, 1)):
+                raise TypeError(f"{name} must be True or False, got {v!r:.100}")
         self.shuffle, self.seed, self.drop_last = bool(shuffle), seed, bool(drop_last)
         self.num_replicas, self.rank = _dist_default(num_replicas, rank)
         self.epoch = 0
         self._resume = 0     # batches of the current epoch to skip on the next __iter__
         self._done = 0       # batches of the current epoch handed out so far
         self._cache = None   # (epoch, this rank's bins)
+        self._digest = None  # of the lengths (and, for trees, of the prefix index), made on first state_dict()
         self._batches()      # validates max_tokens, strategy and the lengths now, not at the first batch
 
     def set_epoch(self, epoch: int) -> None:
         """Use the packing and order of ``epoch`` (call it before each epoch, as with DistributedSampler)."""
-        if int(epoch) != self.epoch:
-            self.epoch = int(epoch)
+        epoch = self._check_epoch(epoch)
+        if epoch != self.epoch:
+            self.epoch = epoch
             self._resume = self._done = 0
+
+    def _check_epoch(self, epoch) -> int:
+        epoch = as_int(epoch, "epoch")
+        check_seed(self.seed + epoch, f"seed + epoch ({self.seed} + {epoch})")
+        return epoch
 
     def _epoch_bins(self) -> list[torch.Tensor]:
         """Every rank's bins of this epoch, in dealing order (same on every rank)."""
@@ -135,6 +153,18 @@ class PackedBatchSampler(torch.utils.data.Sampler):
             self._cache = (self.epoch, self._epoch_bins()[self.rank::self.num_replicas])
         return self._cache[1]
 
+    def _lengths_digest(self) -> str:
+        """A digest of what the plan is made from: the lengths (and for trees the rows' prefix order)."""
+        if self._digest is None:
+            h = hashlib.blake2b(self.lengths.numpy().tobytes(), digest_size=8)
+            if self._source is not None:
+                for name in ("order", "lcp"):
+                    part = getattr(self._source, name, None)
+                    if part is not None:
+                        h.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+            self._digest = h.hexdigest()
+        return self._digest
+
     def __len__(self) -> int:
         return len(self._batches())
 
@@ -148,21 +178,49 @@ class PackedBatchSampler(torch.utils.data.Sampler):
 
     def state_dict(self, batches_done: int | None = None) -> dict:
         """Where this rank is: epoch and batches taken (pass ``batches_done`` if a DataLoader with
-        workers has prefetched batches the training loop has not used yet)."""
-        done = self._done if batches_done is None else int(batches_done)
-        return {"epoch": self.epoch, "batches_done": done, "seed": self.seed, "shuffle": self.shuffle,
-                "num_replicas": self.num_replicas, "rank": self.rank, "max_tokens": self.max_tokens,
-                "strategy": self.strategy, "drop_last": self.drop_last, "num_sequences": self.lengths.numel()}
+        workers has prefetched batches the training loop has not used yet: the batches of this
+        epoch the loop has trained on, 0 to ``len(self)``)."""
+        if batches_done is None:
+            done = self._done
+        else:
+            done = as_int(batches_done, "batches_done")
+            if not 0 <= done <= len(self):
+                raise ValueError(f"batches_done={done} is not a count of this epoch's batches: epoch {self.epoch} "
+                                 f"has {len(self)} on this rank (count the batches since set_epoch, not all steps)")
+        return {"version": STATE_VERSION, "epoch": self.epoch, "batches_done": done, "seed": self.seed,
+                "shuffle": self.shuffle, "num_replicas": self.num_replicas, "rank": self.rank,
+                "max_tokens": self.max_tokens, "strategy": self.strategy, "drop_last": self.drop_last,
+                "overflow": self.overflow, "num_sequences": self.lengths.numel(),
+                "lengths_digest": self._lengths_digest()}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume where ``state`` was taken: the next ``__iter__`` yields the rest of that epoch."""
-        for key in ("seed", "shuffle", "num_replicas", "max_tokens", "strategy", "drop_last", "num_sequences"):
-            mine = self.lengths.numel() if key == "num_sequences" else getattr(self, key)
-            if key in state and state[key] != mine:
-                raise ValueError(f"cannot resume: the saved sampler had {key}={state[key]!r}, this one has {mine!r}; "
-                                 "the rest of the epoch would differ")
-        self.epoch = int(state["epoch"])
-        self._resume = self._done = int(state["batches_done"])
-        n = len(self)
-        if not 0 <= self._resume <= n:
-            raise ValueError(f"cannot resume at batch {self._resume}: epoch {self.epoch} has {n} batches on this rank")
+        """Resume where ``state`` was taken: the next ``__iter__`` yields the rest of that epoch.
+
+        Everything is checked before anything changes: a refused state leaves the sampler as it was.
+        Keys the state lacks (a state of an older chatdata) are not compared."""
+        check_state_keys(state, ("epoch", "batches_done"), "PackedBatchSampler")
+        version = state.get("version", STATE_VERSION)
+        if version != STATE_VERSION:
+            raise ValueError(f"cannot resume: the state has version {version!r}, this chatdata reads version "
+                             f"{STATE_VERSION}")
+        for key in _SAME:
+            if key not in state:
+                continue
+            mine = self.lengths.numel() if key == "num_sequences" else \
+                self._lengths_digest() if key == "lengths_digest" else getattr(self, key)
+            if state[key] != mine:
+                what = "the sequence lengths differ (another dataset, or other max_length)" \
+                    if key == "lengths_digest" else f"the saved sampler had {key}={state[key]!r}, this one has {mine!r}"
+                raise ValueError(f"cannot resume: {what}; the rest of the epoch would differ")
+        epoch = self._check_epoch(state["epoch"])
+        done = as_int(state["batches_done"], "batches_done")
+        saved = self.epoch
+        self.epoch = epoch
+        try:
+            n = len(self)
+        finally:
+            self.epoch = saved
+        if not 0 <= done <= n:
+            raise ValueError(f"cannot resume at batch {done}: epoch {epoch} has {n} batches on this rank")
+        self.epoch = epoch
+        self._resume = self._done = done

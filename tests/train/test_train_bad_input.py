@@ -75,3 +75,125 @@ def test_plan_state_garbage_and_truncated():
         TreePackingPlan.from_state_dict({**tree.state_dict(), "tree_lengths": torch.tensor([4])})
     with pytest.raises(ValueError, match="it has no 'tree_lengths'"):
         TreePackingPlan.from_state_dict(state)
+
+
+# -- the resumable sampler ---------------------------------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from chatdata.train import PackedBatchSampler  # noqa: E402
+
+_L = torch.tensor([5, 3, 4, 2, 6, 7, 1, 8, 3, 3])
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60), replicas=st.integers(1, 4),
+       seed=st.integers(-5, 5), epoch=st.integers(0, 3), cut=st.integers(0, 100), drop_last=st.booleans())
+def test_resume_gives_exactly_the_rest_on_every_rank(lengths, replicas, seed, epoch, cut, drop_last):
+    lengths = torch.tensor(lengths)
+    kw = dict(max_tokens=40, seed=seed, num_replicas=replicas, drop_last=drop_last)
+    try:
+        PackedBatchSampler(lengths, rank=0, **kw)
+    except ValueError as err:  # drop_last with fewer bins than ranks: refused up front
+        assert "drop_last=True" in str(err)
+        return
+    seen = []
+    for rank in range(replicas):
+        s = PackedBatchSampler(lengths, rank=rank, **kw)
+        s.set_epoch(epoch)
+        it = iter(s)
+        head = [next(it) for _ in range(min(cut, len(s)))]
+        state = s.state_dict()
+        again = PackedBatchSampler(lengths, rank=rank, **kw)
+        again.load_state_dict(state)
+        rest = list(again)
+        assert head + rest == list(s)  # the rest of the epoch, nothing twice, nothing skipped
+        seen += [i for b in head + rest for i in b]
+    if not drop_last:
+        assert set(seen) == set(range(len(lengths)))
+
+
+def test_resume_twice_and_from_a_state_of_another_rank():
+    a = PackedBatchSampler(_L, 12, seed=1, num_replicas=2, rank=0)
+    full = list(a)
+    it = iter(a)
+    next(it)
+    b = PackedBatchSampler(_L, 12, seed=1, num_replicas=2, rank=0)
+    b.load_state_dict(a.state_dict())
+    it = iter(b)
+    got = [next(it)]
+    c = PackedBatchSampler(_L, 12, seed=1, num_replicas=2, rank=0)
+    c.load_state_dict(b.state_dict())
+    assert full[:1] + got + list(c) == full
+    # every rank takes the same number of batches: rank 1's state resumes rank 0 at the same step
+    other = PackedBatchSampler(_L, 12, seed=1, num_replicas=2, rank=1)
+    other.load_state_dict(b.state_dict())
+    assert list(other) == list(PackedBatchSampler(_L, 12, seed=1, num_replicas=2, rank=1))[2:]
+
+
+@pytest.mark.parametrize("state, err, match", [
+    (None, TypeError, "must be the dict its state_dict"),
+    ({}, ValueError, "it has no 'epoch', 'batches_done'"),
+    ({"epoch": 0}, ValueError, "it has no 'batches_done'"),
+    ({"epoch": "1", "batches_done": 0}, TypeError, "epoch must be an int"),
+    ({"epoch": 1.5, "batches_done": 0}, TypeError, "epoch must be an int"),
+    ({"epoch": 0, "batches_done": 2.0}, TypeError, "batches_done must be an int"),
+    ({"epoch": 0, "batches_done": -1}, ValueError, "cannot resume at batch -1"),
+    ({"epoch": 0, "batches_done": 99}, ValueError, "cannot resume at batch 99: epoch 0 has"),
+    ({"epoch": 2 ** 64, "batches_done": 0}, ValueError, "seed \\+ epoch"),
+    ({"epoch": 0, "batches_done": 0, "version": 2}, ValueError, "version 2"),
+    ({"epoch": 0, "batches_done": 0, "seed": 1}, ValueError, "seed=1"),
+    ({"epoch": 0, "batches_done": 0, "num_replicas": 2}, ValueError, "num_replicas=2"),
+    ({"epoch": 0, "batches_done": 0, "overflow": "drop"}, ValueError, "overflow='drop'"),
+    ({"epoch": 0, "batches_done": 0, "num_sequences": 9}, ValueError, "num_sequences=9"),
+    ({"epoch": 0, "batches_done": 0, "lengths_digest": "0" * 16}, ValueError, "lengths differ"),
+])
+def test_a_refused_state_leaves_the_sampler_as_it_was(state, err, match):
+    s = PackedBatchSampler(_L, 12, seed=0)
+    s.set_epoch(1)
+    it = iter(s)
+    first = next(it)
+    before = s.state_dict()
+    with pytest.raises(err, match=match):
+        s.load_state_dict(state)
+    assert s.state_dict() == before  # a bad load used to leave batches_done=-1: only the last batch came next
+    fresh = PackedBatchSampler(_L, 12, seed=0)
+    fresh.load_state_dict(before)
+    full = list(s)  # a new pass is the whole epoch, as without the bad load
+    assert full[0] == first and list(fresh) == full[1:]
+
+
+def test_a_state_of_another_dataset_of_the_same_size_is_refused():
+    s = PackedBatchSampler(_L, 12, seed=0)
+    other = PackedBatchSampler(_L.flip(0), 12, seed=0)  # same count, other lengths: other bins
+    with pytest.raises(ValueError, match="the sequence lengths differ"):
+        other.load_state_dict(s.state_dict())
+    old = {k: v for k, v in s.state_dict().items() if k not in ("version", "overflow", "lengths_digest")}
+    PackedBatchSampler(_L, 12, seed=0).load_state_dict(old)  # a state of an older chatdata still loads
+    rows = [{"input_ids": [1, 2, 3, k]} for k in range(6)]
+    tree = PackedBatchSampler(rows, 8, strategy="tree", seed=0)
+    moved = PackedBatchSampler([{"input_ids": [1, 2, k, 3]} for k in range(6)], 8, strategy="tree", seed=0)
+    with pytest.raises(ValueError, match="the sequence lengths differ"):
+        moved.load_state_dict(tree.state_dict())
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda s: s.set_epoch(1.7), TypeError, "epoch must be an int"),
+    (lambda s: s.set_epoch("2"), TypeError, "epoch must be an int"),
+    (lambda s: s.set_epoch(2 ** 64), ValueError, "seed \\+ epoch"),
+    (lambda s: s.state_dict(batches_done=-1), ValueError, "batches_done=-1 is not a count of this epoch"),
+    (lambda s: s.state_dict(batches_done=10 ** 6), ValueError, "count the batches since set_epoch"),
+    (lambda s: s.state_dict(batches_done="3"), TypeError, "batches_done must be an int"),
+    (lambda s: PackedBatchSampler(_L, 12, seed=2 ** 70), ValueError, "torch generator seed"),
+    (lambda s: PackedBatchSampler(_L, 12, seed=1.0), TypeError, "seed must be an int"),
+    (lambda s: PackedBatchSampler(_L, 2 ** 64), ValueError, r"at most 2\*\*63 - 1"),
+    (lambda s: PackedBatchSampler(_L, 12, shuffle="no"), TypeError, "shuffle must be True or False"),
+    (lambda s: PackedBatchSampler(_L, 12, drop_last=None), TypeError, "drop_last must be True or False"),
+    (lambda s: PackedBatchSampler(_L, 12, num_replicas=2, rank=2.0), TypeError, "rank must be an int"),
+])
+def test_sampler_numbers(call, err, match):
+    s = PackedBatchSampler(_L, 12, seed=0)
+    with pytest.raises(err, match=match):
+        call(s)
+    s.set_epoch(np.int64(1))  # numpy and 0-d tensor ints are ints
+    s.set_epoch(torch.tensor(1))
+    assert PackedBatchSampler(_L, 12, num_replicas=np.int64(2), rank=torch.tensor(1)).rank == 1

@@ -28,18 +28,37 @@ def weighted_causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, loss_wei
     """Next-token cross-entropy of ``logits`` (B, T, V) against ``labels`` (B, T), each term times
     its ``loss_weights`` (B, T) entry, summed, divided by: the number of trained tokens
     (``normalize="tokens"``, the default: with every weight 1.0 this is ``model(...).loss``), the
-    sum of the weights (``"weights"``: a weighted mean), or nothing (``"sum"``)."""
+    sum of the trained tokens' weights (``"weights"``: a weighted mean), or nothing (``"sum"``).
+
+    A weight where the label is -100 counts nowhere. Weights must be finite and >= 0 (a
+    ValueError otherwise: a NaN gave a NaN loss, a negative one a loss that rewards errors);
+    labels are integer ids (int32 and friends are widened to int64)."""
     if normalize not in NORMALIZE:
         raise ValueError(f"normalize must be one of {NORMALIZE}, got {normalize!r}")
+    for name, t in (("logits", logits), ("labels", labels), ("loss_weights", loss_weights)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    if not logits.dtype.is_floating_point:
+        raise TypeError(f"logits must be floating point, got dtype {logits.dtype}")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise TypeError(f"labels must be integer token ids (-100 where not trained), got dtype {labels.dtype}")
+    if loss_weights.dtype.is_complex or loss_weights.dtype == torch.bool:
+        raise TypeError(f"loss_weights must be real numbers, got dtype {loss_weights.dtype}")
     if labels.shape != loss_weights.shape or logits.shape[:-1] != labels.shape:
         raise ValueError(f"logits {tuple(logits.shape)}, labels {tuple(labels.shape)} and loss_weights "
                          f"{tuple(loss_weights.shape)} must agree on (batch, tokens)")
-    y = labels[..., 1:].reshape(-1)
-    w = loss_weights[..., 1:].reshape(-1).to(logits.dtype)
+    if loss_weights.numel():
+        lo, hi = torch.aminmax(loss_weights.detach())
+        if not bool((lo >= 0) & (hi < float("inf"))):  # one sync; a NaN fails lo >= 0
+            raise ValueError("loss_weights must be finite and >= 0 (got "
+                             f"{'NaN' if bool(loss_weights.isnan().any()) else f'min {float(lo)}, max {float(hi)}'})")
+    y = labels[..., 1:].reshape(-1).long()
+    trained = y != IGNORE_INDEX
+    w = loss_weights[..., 1:].reshape(-1).to(logits.dtype) * trained  # no weight where no label
     ce = F.cross_entropy(logits[..., :-1, :].reshape(-1, logits.shape[-1]), y, ignore_index=IGNORE_INDEX,
                          reduction="none")
     total = (ce * w).sum()
     if normalize == "sum":
         return total
-    denom = (y != IGNORE_INDEX).sum().to(logits.dtype) if normalize == "tokens" else w.sum()
+    denom = trained.sum().to(logits.dtype) if normalize == "tokens" else w.sum()
     return total / denom.clamp_min(torch.finfo(logits.dtype).tiny)

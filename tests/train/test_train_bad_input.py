@@ -197,3 +197,57 @@ def test_sampler_numbers(call, err, match):
     s.set_epoch(np.int64(1))  # numpy and 0-d tensor ints are ints
     s.set_epoch(torch.tensor(1))
     assert PackedBatchSampler(_L, 12, num_replicas=np.int64(2), rank=torch.tensor(1)).rank == 1
+
+
+# -- the weighted loss -------------------------------------------------------------------------
+from chatdata.train import weighted_causal_lm_loss  # noqa: E402
+
+
+def _logits_labels():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 6, 11, generator=g)
+    labels = torch.randint(0, 11, (2, 6), generator=g)
+    labels[0, :3] = -100
+    labels[1, 4:] = -100
+    return logits, labels
+
+
+def test_weighted_mean_counts_only_trained_tokens():
+    logits, labels = _logits_labels()
+    g = torch.Generator().manual_seed(1)
+    w = torch.rand(2, 6, generator=g) + 0.5  # weights everywhere, also where the label is -100
+    ce = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 11), labels[:, 1:].reshape(-1),
+                                           ignore_index=-100, reduction="none")
+    trained = labels[:, 1:].reshape(-1) != -100
+    wt = w[:, 1:].reshape(-1) * trained
+    want = float((ce * wt).sum() / wt.sum())
+    # the denominator summed the weights of untrained positions too: the mean came out too small
+    assert abs(float(weighted_causal_lm_loss(logits, labels, w, normalize="weights")) - want) < 1e-6
+    zeroed = w.masked_fill(labels == -100, 0.0)  # what the collates give: the same number
+    assert abs(float(weighted_causal_lm_loss(logits, labels, zeroed, normalize="weights")) - want) < 1e-6
+    for norm in ("tokens", "sum"):
+        assert torch.equal(weighted_causal_lm_loss(logits, labels, w, norm),
+                           weighted_causal_lm_loss(logits, labels, zeroed, norm))
+
+
+def test_weighted_loss_takes_narrow_ids_and_refuses_bad_numbers():
+    logits, labels = _logits_labels()
+    w = torch.ones(2, 6)
+    ref = weighted_causal_lm_loss(logits, labels, w)
+    assert torch.equal(weighted_causal_lm_loss(logits, labels.int(), w), ref)  # was a torch dtype error
+    assert torch.equal(weighted_causal_lm_loss(logits, labels, w.long()), ref)
+    for bad, match in ((float("nan"), "finite and >= 0 \\(got NaN\\)"), (-1.0, "min -1.0"),
+                       (float("inf"), "finite and >= 0")):
+        for where in ((0, 0), (1, 2)):  # where the label is -100 (was silently NaN) and where it is trained
+            wb = w.clone()
+            wb[where] = bad
+            with pytest.raises(ValueError, match=match):
+                weighted_causal_lm_loss(logits, labels, wb)
+    with pytest.raises(TypeError, match="labels must be integer token ids"):
+        weighted_causal_lm_loss(logits, labels.float(), w)
+    with pytest.raises(TypeError, match="logits must be floating point"):
+        weighted_causal_lm_loss(logits.long(), labels, w)
+    with pytest.raises(TypeError, match="loss_weights must be a tensor"):
+        weighted_causal_lm_loss(logits, labels, w.tolist())
+    with pytest.raises(ValueError, match="must agree on"):
+        weighted_causal_lm_loss(logits, labels, w[:, :5])

@@ -178,7 +178,7 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
             mask = np.concatenate([p[1] for p in pieces])
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets),
+        return TokenRows._trusted(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets),
                          _side_columns([p[2] for p in pieces], lengths))
 
     def __repr__(self) -> str:

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .packing import as_int
+
 __all__ = ["TokenDataset", "TokenRows", "IGNORE_INDEX"]
 
 IGNORE_INDEX = -100  # the label value torch's cross-entropy (and transformers) ignore
@@ -77,10 +79,41 @@ class TokenRows(Sequence):
 
     def __init__(self, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor,
                  columns: dict | None = None):
-        self.input_ids = input_ids
-        self.assistant_masks = assistant_masks
+        ids, masks, offsets = (torch.as_tensor(x) for x in (input_ids, assistant_masks, offsets))
+        n = ids.numel()
+        if ids.ndim != 1 or (n and not _is_int(ids.dtype)):
+            raise ValueError(f"TokenRows: input_ids must be one flat tensor of integer ids, got shape "
+                             f"{tuple(ids.shape)} and dtype {ids.dtype}")
+        if masks.shape != ids.shape:
+            raise ValueError(f"TokenRows: assistant_masks has shape {tuple(masks.shape)} but input_ids {tuple(ids.shape)}: "
+                             "one mask entry per token")
+        if offsets.ndim != 1 or offsets.numel() < 1 or not _is_int(offsets.dtype):
+            raise ValueError(f"TokenRows: offsets must be 1-D integers (rows + 1 of them), got shape "
+                             f"{tuple(offsets.shape)} and dtype {offsets.dtype}")
+        offsets = offsets.to(torch.int64)
+        off = offsets.numpy()
+        if off[0] != 0 or off[-1] != n or (off.size > 1 and (off[1:] < off[:-1]).any()):
+            raise ValueError(f"TokenRows: offsets must rise from 0 to the number of tokens ({n}), got "
+                             f"{off[:8].tolist()}{' ...' if off.size > 8 else ''}")
+        columns = {} if columns is None else columns
+        for name, col in columns.items():
+            if not isinstance(col, torch.Tensor) or col.ndim < 1 or col.shape[0] != n:
+                raise ValueError(f"TokenRows: column {name!r} must be a tensor with one entry per token ({n}), got "
+                                 f"{tuple(col.shape) if isinstance(col, torch.Tensor) else type(col).__name__}")
+        self.input_ids = ids.to(torch.int64)
+        # a mask of 0/1 (or any) integers is "!= 0", as TokenDataset reads one: its labels were ids * mask
+        self.assistant_masks = masks if masks.dtype == torch.bool else masks != 0
         self.offsets = offsets
-        self.columns = {} if columns is None else columns  # other per-token columns, flat like input_ids
+        self.columns = columns  # other per-token columns, flat like input_ids
+
+    @classmethod
+    def _trusted(cls, input_ids: torch.Tensor, assistant_masks: torch.Tensor, offsets: torch.Tensor,
+                 columns: dict) -> "TokenRows":
+        """Rows a dataset gathered itself (int64 ids, bool mask, offsets from 0, columns sliced alike):
+        the checks of ``__init__`` would cost a third of a small batch's gathering, so they are skipped."""
+        rows = cls.__new__(cls)
+        rows.input_ids, rows.assistant_masks, rows.offsets, rows.columns = input_ids, assistant_masks, offsets, columns
+        return rows
 
     @property
     def loss_weights(self) -> torch.Tensor | None:
@@ -103,6 +136,7 @@ class TokenRows(Sequence):
     def __getitem__(self, j):
         if isinstance(j, slice):
             return [self[k] for k in range(*j.indices(len(self)))]
+        j = as_int(j, "a row number")
         n = len(self)
         if not -n <= j < n:
             raise IndexError(f"row {j} is out of range for {n} rows")
@@ -111,6 +145,10 @@ class TokenRows(Sequence):
         ids, mask = self.input_ids[a:b], self.assistant_masks[a:b]
         return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX),
                 **{k: v[a:b] for k, v in self.columns.items()}}
+
+
+def _is_int(dtype: torch.dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def _open_source(source):
@@ -153,6 +191,11 @@ def _open_source(source):
         raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
     if masks.dtype != torch.bool and masks.dtype not in _INT_DTYPES:
         raise ValueError(f"{where}: assistant_masks must be bool (or 0/1 integers), got dtype {masks.dtype}")
+    off = source.offsets.numpy()
+    if off.size > 1 and (off[1:] < off[:-1]).any():
+        k = int(np.flatnonzero(off[1:] < off[:-1])[0])
+        raise ValueError(f"{where}: its offsets decrease (sequence {k} would run from {int(off[k])} to "
+                         f"{int(off[k + 1])}): the token set is damaged; tokenize it again")
     try:
         side = side_columns(values)
     except ValueError as err:
@@ -215,8 +258,11 @@ class TokenDataset(torch.utils.data.Dataset):
         if offsets.numel() < 2:
             raise ValueError(f"{source if isinstance(source, (str, Path)) else 'the source'} holds no sequences: "
                              "an empty token set cannot be trained on")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length <= 0):
-            raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+        if max_length is not None:
+            if isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)) \
+                    or max_length <= 0:
+                raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+            max_length = int(max_length)
         self._ids, self._masks = ids, masks
         # numpy views of the (memory-mapped) columns: slicing and gathering small batches in numpy
         # costs microseconds, where torch's intra-op thread pool can cost milliseconds on a busy machine
@@ -227,8 +273,9 @@ class TokenDataset(torch.utils.data.Dataset):
         self._starts = offsets[:-1].numpy()
         self._ends = offsets[1:].numpy()
         self.max_length = max_length
-        if max_length is not None:
-            self._ends = np.minimum(self._ends, self._starts + max_length)
+        if max_length is not None and self._starts.size:  # a cut past the longest sequence cuts nothing
+            cut = min(max_length, int((self._ends - self._starts).max()))
+            self._ends = np.minimum(self._ends, self._starts + cut)
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -310,7 +357,7 @@ class TokenDataset(torch.utils.data.Dataset):
         side = {name: _take(col, dtype, pieces) for name, (col, dtype) in self._side.items()}
         if "loss_weights" in side:  # a weight of 0 is not trained (compared in torch: bfloat16 has no numpy)
             mask &= (side["loss_weights"] != 0).numpy()
-        return TokenRows(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), side)
+        return TokenRows._trusted(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets), side)
 
     def __repr__(self) -> str:
         return f"TokenDataset(sequences={len(self)}, tokens={self.num_tokens}, max_length={self.max_length})"

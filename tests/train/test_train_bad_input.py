@@ -251,3 +251,71 @@ def test_weighted_loss_takes_narrow_ids_and_refuses_bad_numbers():
         weighted_causal_lm_loss(logits, labels, w.tolist())
     with pytest.raises(ValueError, match="must agree on"):
         weighted_causal_lm_loss(logits, labels, w[:, :5])
+
+
+# -- TokenRows and TokenDataset ----------------------------------------------------------------
+from chatdata.td import RaggedTensorDict, TensorDict  # noqa: E402
+from chatdata.train import TokenDataset, TokenRows, collate_padded, collate_padding_free  # noqa: E402
+
+
+def _rows(**kw):
+    args = dict(input_ids=torch.tensor([5, 6, 7]), assistant_masks=torch.tensor([False, True, True]),
+                offsets=torch.tensor([0, 1, 3])) | kw
+    return TokenRows(**args)
+
+
+def test_token_rows_integer_masks_are_nonzero_masks():
+    want = collate_padding_free(_rows())
+    for mask in (torch.tensor([0, 1, 1]), torch.tensor([0, 2, 1], dtype=torch.uint8), [0, 1, -1]):
+        rows = _rows(assistant_masks=mask)
+        # labels were computed as (ids + 100) * mask - 100: a mask of 2 gave label 112 for id 6
+        assert rows.labels.tolist() == [-100, 6, 7]
+        assert rows[1]["labels"].tolist() == [6, 7]  # was a torch masked_fill dtype error
+        got = collate_padding_free(rows)
+        assert all(torch.equal(got[k], want[k]) for k in ("input_ids", "labels", "position_ids"))
+    assert collate_padded(_rows(input_ids=torch.tensor([5, 6, 7], dtype=torch.int32)), 0)["input_ids"].dtype == torch.int64
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"assistant_masks": torch.tensor([False, True])}, "assistant_masks has shape \\(2,\\) but input_ids \\(3,\\)"),
+    ({"offsets": torch.tensor([0, 1, 5])}, "offsets must rise from 0 to the number of tokens \\(3\\)"),
+    ({"offsets": torch.tensor([0, 2, 1, 3])}, "offsets must rise"),
+    ({"offsets": torch.tensor([1, 3])}, "offsets must rise from 0"),
+    ({"offsets": torch.tensor([0.0, 3.0])}, "offsets must be 1-D integers"),
+    ({"input_ids": torch.tensor([5.0, 6.0, 7.0])}, "input_ids must be one flat tensor of integer ids"),
+    ({"columns": {"logprobs": torch.zeros(2)}}, "column 'logprobs' must be a tensor with one entry per token \\(3\\)"),
+    ({"columns": {"logprobs": [0.0, 0.0, 0.0]}}, "column 'logprobs' must be a tensor"),
+])
+def test_token_rows_that_do_not_line_up_are_refused(kw, match):
+    # each gave a torch reshape/broadcast error at collate time, or silently shifted rows
+    with pytest.raises(ValueError, match=match):
+        _rows(**kw)
+
+
+def test_token_rows_index():
+    rows = _rows()
+    assert rows[np.int64(-1)]["input_ids"].tolist() == [6, 7] and [r["input_ids"].tolist() for r in rows[:]] == [[5], [6, 7]]
+    with pytest.raises(TypeError, match="a row number must be an int"):
+        rows[1.0]
+    with pytest.raises(IndexError, match="row 2 is out of range for 2 rows"):
+        rows[2]
+
+
+def _ragged(offsets, n=10):
+    values = TensorDict({"input_ids": torch.arange(n), "assistant_masks": torch.ones(n, dtype=torch.bool)}, batch_size=[n])
+    return RaggedTensorDict(values, torch.tensor(offsets))
+
+
+def test_dataset_refuses_offsets_that_decrease():
+    # it opened, and sequence 1 had length -2 (an error about a negative length later, in pack)
+    with pytest.raises(ValueError, match="offsets decrease \\(sequence 1 would run from 6 to 4\\)"):
+        TokenDataset(_ragged([0, 6, 4, 10]))
+
+
+@pytest.mark.parametrize("max_length, lengths", [
+    (np.int64(3), [3, 3]), (torch.tensor(3).item(), [3, 3]), (2 ** 63, [4, 6]), (10 ** 30, [4, 6]), (6, [4, 6]),
+])
+def test_dataset_max_length_numbers(max_length, lengths):
+    ds = TokenDataset(_ragged([0, 4, 10]), max_length=max_length)  # 2**63 was an OverflowError inside numpy
+    assert ds.lengths.tolist() == lengths and ds.num_tokens == sum(lengths)
+    assert [int(ds[i]["input_ids"].numel()) for i in range(len(ds))] == lengths

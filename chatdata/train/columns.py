@@ -93,7 +93,13 @@ def widen_columns(columns: dict, dtypes) -> dict:
 
 
 def _as_ids(x, j: int) -> torch.Tensor:
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x) if isinstance(x, np.ndarray) else x)
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"row {j}: input_ids must be a list or tensor of integer ids, got {type(x).__name__}")
+    try:
+        t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x) if isinstance(x, np.ndarray) else x)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"row {j}: input_ids must be a list or tensor of integer ids, got {type(x).__name__} "
+                        f"({err})") from None
     if t.ndim != 1:
         raise ValueError(f"row {j}: input_ids must be 1-D, got shape {tuple(t.shape)}")
     if t.numel() and (t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex):
@@ -145,8 +151,9 @@ def make_labels(ids: torch.Tensor, masks: torch.Tensor | None) -> torch.Tensor:
 
 
 def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
-    if isinstance(rows, Mapping) or not hasattr(rows, "__len__"):
-        raise TypeError(f"rows must be a list of dicts (one per sequence), got {type(rows).__name__}")
+    if isinstance(rows, (Mapping, str, bytes)) or hasattr(rows, "keys") or not hasattr(rows, "__len__"):
+        raise TypeError(f"rows must be a list of dicts (one per sequence), got {type(rows).__name__}"
+                        f"{' (one row: wrap it in a list)' if hasattr(rows, 'keys') else ''}")
     if len(rows) == 0:
         raise ValueError("cannot collate an empty batch: rows is empty")
     ids, cols = [], []
@@ -232,8 +239,23 @@ def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> Flat
         [-100, 2]
     """
     flat = _gather(rows, allow_empty, labels)
+    _check_ids(flat)
     reconcile_loss_weights(flat.columns)  # a weight of 0: not trained (labels -100, mask off)
     return flat
+
+
+def _check_ids(flat: FlatRows) -> None:
+    """Refuse a negative token id (one min over the batch): it would index the embedding table
+    from the end, or, as -100, silently be a label that is never trained."""
+    ids = flat.ids
+    if not ids.numel():
+        return
+    low = int(ids.numpy().min()) if ids.device.type == "cpu" else int(ids.min())
+    if low < 0:
+        at = int(np.flatnonzero(ids.cpu().numpy() == low)[0])
+        j = int(np.searchsorted(flat.offsets, at, side="right")) - 1
+        raise ValueError(f"row {j}: input_ids holds {low} at position {at - int(flat.offsets[j])}: token ids "
+                         "must be >= 0 (padding and ignored labels belong in labels/attention, not in the ids)")
 
 
 def _gather(rows, allow_empty: bool, labels: bool) -> FlatRows:

@@ -319,3 +319,33 @@ def test_dataset_max_length_numbers(max_length, lengths):
     ds = TokenDataset(_ragged([0, 4, 10]), max_length=max_length)  # 2**63 was an OverflowError inside numpy
     assert ds.lengths.tolist() == lengths and ds.num_tokens == sum(lengths)
     assert [int(ds[i]["input_ids"].numel()) for i in range(len(ds))] == lengths
+
+
+# -- collates ----------------------------------------------------------------------------------
+from chatdata.train import collate_prefix_tree  # noqa: E402
+
+
+@pytest.mark.parametrize("collate", [collate_padding_free, lambda r: collate_padded(r, 0), collate_prefix_tree])
+def test_collates_refuse_negative_ids(collate):
+    rows = [{"input_ids": [3, 4]}, {"input_ids": [1, -100, 2], "assistant_masks": [1, 1, 1]}]
+    # -100 became a label that is never trained (and -5 an embedding error inside the model)
+    with pytest.raises(ValueError, match="row 1: input_ids holds -100 at position 1: token ids must be >= 0"):
+        collate(rows)
+    rows = TokenRows(torch.tensor([3, 4, -1]), torch.ones(3, dtype=torch.bool), torch.tensor([0, 2, 3]))
+    with pytest.raises(ValueError, match="row 1: input_ids holds -1 at position 0"):
+        collate(rows)
+
+
+@pytest.mark.parametrize("rows, err, match", [
+    ({"input_ids": [1, 2]}, TypeError, "rows must be a list of dicts"),
+    (TensorDict({"input_ids": torch.tensor([1, 2])}, batch_size=[]), TypeError, "one row: wrap it in a list"),
+    ("abc", TypeError, "rows must be a list of dicts"),
+    ([{"input_ids": None}], TypeError, "row 0: input_ids must be a list or tensor of integer ids, got NoneType"),
+    ([{"input_ids": "12"}], TypeError, "row 0: input_ids must be a list or tensor of integer ids, got str"),
+    ([{"input_ids": [1, 2]}, {"input_ids": [[1], 2]}], TypeError, "row 1: input_ids must be a list or tensor"),
+])
+def test_collates_name_what_is_wrong_with_rows(rows, err, match):
+    # a single TensorDict row said 'cannot collate an empty batch'; None and str were torch errors
+    for collate in (collate_padding_free, lambda r: collate_padded(r, 0), collate_prefix_tree):
+        with pytest.raises(err, match=match):
+            collate(rows)

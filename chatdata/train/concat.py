@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,20 @@ def _side_columns(per_row: list, lengths: np.ndarray) -> dict:
     return out
 
 
+def _check_side_columns(parts: list, where: str) -> None:
+    """Refuse parts that give a side column in other dtypes or per-token shapes: every batch that
+    mixes their rows would fail, so say so before training starts rather than at such a batch."""
+    seen: dict = {}
+    for k, p in enumerate(parts):
+        for name, (col, dtype) in p._side.items():
+            kind = (dtype, tuple(col.shape[1:]))
+            first = seen.setdefault(name, (k, kind))
+            if first[1] != kind:
+                raise ValueError(f"part {k} of {where} gives side column {name!r} as {kind[0]} of per-token shape "
+                                 f"{kind[1]} but part {first[0]} as {first[1][0]} of {first[1][1]}: tokenize every "
+                                 "part with the same options")
+
+
 class ConcatTokenDataset(torch.utils.data.Dataset):
     """Token sets read as one; see the module docstring.
 
@@ -86,7 +101,7 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
             sources = sources.shard_paths()
         else:
             where = "the sources"
-        if isinstance(sources, (str, bytes)) or not hasattr(sources, "__iter__"):
+        if isinstance(sources, (str, bytes, Mapping)) or not hasattr(sources, "__iter__"):
             raise TypeError("ConcatTokenDataset takes a list of token sets or a sharded dataset "
                             f"(chatdata.open_dataset(path)), got {type(sources).__name__}")
         parts = []
@@ -106,6 +121,7 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
             raise ValueError(f"part {bad} of {where} {'has a' if weighted[bad] else 'has no'} loss_weights column but "
                              f"part 0 {'has one' if weighted[0] else 'does not'}: tokenize every part with the same "
                              "options")
+        _check_side_columns(parts, where)
         self.parts = parts
         self.max_length = max_length
         counts = np.array([len(p) for p in parts], dtype=np.int64)

@@ -26,6 +26,7 @@ Example:
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["tree_attention_mask", "tree_block_mask", "tree_logprobs", "tree_parents", "tree_model_inputs"]
@@ -53,6 +54,9 @@ def tree_attention_mask(batch, dtype: torch.dtype = torch.float32) -> torch.Tens
         >>> m.shape, m[0, 0, 2, 1].item() < -1e30
         (torch.Size([1, 1, 3, 3]), True)
     """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating dtype (the model's, e.g. model.dtype): an additive mask holds "
+                        f"the dtype's lowest value where attention is not allowed; got {dtype!r}")
     se, _, T = _tree(batch)
     i = torch.arange(T, device=se.device)
     allowed = (i[None, :] <= i[:, None]) & (i[:, None] < se[None, :])
@@ -76,8 +80,9 @@ def tree_block_mask(batch, block_size: int = 128):
     """
     from torch.nn.attention.flex_attention import BlockMask
 
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+    if isinstance(block_size, (bool, np.bool_)) or not isinstance(block_size, (int, np.integer)) or block_size <= 0:
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    block_size = int(block_size)
     se, _, T = _tree(batch)
     B = block_size
     nb = -(-T // B)
@@ -153,6 +158,9 @@ def tree_logprobs(logits: torch.Tensor, batch) -> torch.Tensor:
     if logits.dtype != torch.float32 and logits.dtype != torch.float64:
         logits = logits.float()
     ids = batch["input_ids"].reshape(-1).to(logits.device)
+    if ids.numel() and int(ids.max()) >= logits.shape[-1]:  # else a bare torch IndexError from the gather
+        raise ValueError(f"the tree holds token id {int(ids.max())} but logits have {logits.shape[-1]} entries per "
+                         "token: give the logits of the model whose vocabulary the ids come from")
     parent = tree_parents(batch).to(logits.device)
     has_parent = parent >= 0
     p = parent.clamp(min=0)

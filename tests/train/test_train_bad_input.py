@@ -349,3 +349,54 @@ def test_collates_name_what_is_wrong_with_rows(rows, err, match):
     for collate in (collate_padding_free, lambda r: collate_padded(r, 0), collate_prefix_tree):
         with pytest.raises(err, match=match):
             collate(rows)
+
+
+# -- prefix trees ------------------------------------------------------------------------------
+from chatdata.train import ConcatTokenDataset, tree_attention_mask, tree_block_mask, tree_logprobs  # noqa: E402
+
+
+@pytest.mark.parametrize("rows, T, row_index", [
+    ([{"input_ids": [1, 2, 3]}], 3, [[0, 1, 2]]),                                         # a single row
+    ([{"input_ids": [1, 2, 3]}, {"input_ids": [1, 2, 3]}], 3, [[0, 1, 2], [0, 1, 2]]),     # identical rows
+    ([{"input_ids": [1, 2, 3]}, {"input_ids": [1, 2]}], 3, [[0, 1, 2], [0, 1, -1]]),      # a row that is a prefix
+    ([{"input_ids": [7], "assistant_masks": [0]}, {"input_ids": [7], "assistant_masks": [0]}], 1, [[0], [0]]),
+])
+def test_tree_edge_rows_score_like_each_row_alone(rows, T, row_index):
+    b = collate_prefix_tree(rows)
+    assert b["input_ids"].shape == (1, T) and b["row_index"].tolist() == row_index
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(1, T, 10, generator=g)
+    lp = tree_logprobs(logits, b)
+    for n, r in enumerate(rows):  # each row's tokens scored against its own prefix
+        ids = torch.as_tensor(r["input_ids"])
+        pos = b["row_index"][n, :ids.numel()]
+        want = torch.log_softmax(logits[0, pos[:-1]], -1).gather(1, ids[1:, None])[:, 0]
+        assert torch.allclose(lp[n, 1:ids.numel()], want)
+
+
+def test_tree_masks_and_logprobs_refuse_what_they_cannot_use():
+    b = collate_prefix_tree([{"input_ids": [1, 2, 3]}, {"input_ids": [1, 2, 4]}])
+    for dtype in (torch.int64, torch.bool, "float32"):  # was torch.finfo's 'requires a floating point input type'
+        with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+            tree_attention_mask(b, dtype=dtype)
+    assert tree_attention_mask(b, dtype=torch.bfloat16).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="the tree holds token id 4 but logits have 4 entries per token"):
+        tree_logprobs(torch.zeros(1, 4, 4), b)  # was a bare torch IndexError
+    assert tree_block_mask(b, np.int64(64)).shape == tree_block_mask(b, 64).shape
+
+
+def _concat_part(n, **cols):
+    values = TensorDict({"input_ids": torch.arange(n, dtype=torch.int32), "assistant_masks": torch.ones(n, dtype=torch.bool),
+                         **cols}, batch_size=[n])
+    return RaggedTensorDict(values, torch.tensor([0, n // 2, n]))
+
+
+def test_concat_refuses_parts_that_disagree_on_a_column_up_front():
+    parts = [_concat_part(4, logprobs=torch.zeros(4)), _concat_part(6, logprobs=torch.zeros(6, dtype=torch.float64))]
+    # was refused only when a batch first mixed rows of both parts, mid-training
+    with pytest.raises(ValueError, match="part 1 of the sources gives side column 'logprobs' as torch.float64"):
+        ConcatTokenDataset(parts)
+    with pytest.raises(ValueError, match="per-token shape \\(2,\\)"):
+        ConcatTokenDataset([_concat_part(4, routed_experts=torch.zeros(4, 3)), _concat_part(6, routed_experts=torch.zeros(6, 2))])
+    with pytest.raises(TypeError, match="takes a list of token sets"):
+        ConcatTokenDataset({"a": _concat_part(4)})  # iterated the keys: 'a: no such token set'

@@ -59,6 +59,9 @@ def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
             raise TypeError(f"{name} must hold integers (token counts), got a numpy array of dtype {lengths.dtype}")
         lengths = torch.from_numpy(np.ascontiguousarray(lengths).astype(np.int64, copy=False))
     elif not isinstance(lengths, torch.Tensor):
+        if hasattr(lengths, "lengths") and hasattr(lengths, "__getitems__"):  # a dataset, not its lengths
+            raise TypeError(f"{name} must be the sequence lengths: pass {type(lengths).__name__}.lengths "
+                            "(or the dataset itself with strategy='tree')")
         try:
             lengths = torch.as_tensor(lengths)
         except (TypeError, ValueError, RuntimeError) as err:

@@ -400,3 +400,16 @@ def test_concat_refuses_parts_that_disagree_on_a_column_up_front():
         ConcatTokenDataset([_concat_part(4, routed_experts=torch.zeros(4, 3)), _concat_part(6, routed_experts=torch.zeros(6, 2))])
     with pytest.raises(TypeError, match="takes a list of token sets"):
         ConcatTokenDataset({"a": _concat_part(4)})  # iterated the keys: 'a: no such token set'
+
+
+def test_a_dataset_where_lengths_belong_and_a_damaged_ragged_batch():
+    ds = TokenDataset(_ragged([0, 4, 10]))
+    with pytest.raises(TypeError, match="pass TokenDataset.lengths"):
+        PackedBatchSampler(ds, 8)
+    with pytest.raises(TypeError, match="pass TokenDataset.lengths"):
+        pack(ds, 8)
+    assert sorted(i for b in PackedBatchSampler(ds, 8, strategy="tree") for i in b) == [0, 1]
+    damaged = _ragged([0, 6, 4, 10])  # RaggedTensorDict itself lets offsets decrease
+    for collate in (collate_padding_free, lambda r: collate_padded(r, 0), collate_prefix_tree):
+        with pytest.raises(ValueError, match="offsets decrease at row 1 \\(6 then 4\\)"):  # was a torch reshape error
+            collate(damaged)

@@ -96,8 +96,12 @@ def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = Non
         >>> b["input_ids"].tolist(), b["attention_mask"].tolist(), b["labels"].tolist()
         ([[1, 2, 3], [0, 0, 4]], [[1, 1, 1], [0, 0, 1]], [[1, 2, 3], [-100, -100, 4]])
     """
-    if pad_token_id is None or isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
+    if pad_token_id is None or isinstance(pad_token_id, (bool, np.bool_)) or not isinstance(pad_token_id, (int, np.integer)):
         raise ValueError(f"pad_token_id must be an int (e.g. tokenizer.pad_token_id), got {pad_token_id!r}")
+    if pad_token_id < 0:  # padding is still looked up in the embedding table, attention mask or not
+        raise ValueError(f"pad_token_id must be a token id >= 0 (e.g. tokenizer.pad_token_id or eos_token_id), "
+                         f"got {pad_token_id}; -100 belongs in labels, which the collate pads itself")
+    pad_token_id = int(pad_token_id)
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
     if pad_to_multiple_of is not None and (isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int)

@@ -413,3 +413,12 @@ def test_a_dataset_where_lengths_belong_and_a_damaged_ragged_batch():
     for collate in (collate_padding_free, lambda r: collate_padded(r, 0), collate_prefix_tree):
         with pytest.raises(ValueError, match="offsets decrease at row 1 \\(6 then 4\\)"):  # was a torch reshape error
             collate(damaged)
+
+
+def test_collate_padded_pad_token_id():
+    rows = [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}]
+    assert collate_padded(rows, np.int64(0))["input_ids"].tolist() == [[1, 2, 3], [4, 0, 0]]  # was refused
+    with pytest.raises(ValueError, match="pad_token_id must be a token id >= 0"):
+        collate_padded(rows, -100)  # went into input_ids: an embedding error inside the model
+    with pytest.raises(ValueError, match="pad_token_id must be an int"):
+        collate_padded(rows, 0.0)

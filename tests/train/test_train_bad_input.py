@@ -422,3 +422,23 @@ def test_collate_padded_pad_token_id():
         collate_padded(rows, -100)  # went into input_ids: an embedding error inside the model
     with pytest.raises(ValueError, match="pad_token_id must be an int"):
         collate_padded(rows, 0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(st.tuples(st.integers(0, 50), st.integers(-2, 2)), max_size=8), min_size=1, max_size=6),
+       id_dtype=st.sampled_from([torch.int32, torch.int64, torch.uint8]),
+       mask_dtype=st.sampled_from([torch.bool, torch.int8, torch.int64]))
+def test_token_rows_collate_like_the_same_rows_as_dicts(rows, id_dtype, mask_dtype):
+    """Flat TokenRows (any int dtype, masks of any integers) and the same rows as dicts give the same batch."""
+    ids = torch.tensor([i for r in rows for i, _ in r], dtype=torch.int64)
+    masks = torch.tensor([m for r in rows for _, m in r], dtype=torch.int64)
+    offsets = torch.tensor([0] + np.cumsum([len(r) for r in rows]).tolist())
+    flat = TokenRows(ids.to(id_dtype), (masks != 0) if mask_dtype == torch.bool else masks.to(mask_dtype), offsets)
+    dicts = [{"input_ids": [i for i, _ in r], "assistant_masks": [m != 0 for _, m in r]} for r in rows]
+    padded = collate_padded(flat, 0), collate_padded(dicts, 0)
+    assert all(torch.equal(padded[0][k], padded[1][k]) for k in padded[1])
+    if ids.numel():
+        a, b = collate_padding_free(flat), collate_padding_free(dicts)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k]
+                                            for k in a)
+        assert a["labels"].dtype == a["input_ids"].dtype == torch.int64

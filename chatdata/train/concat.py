@@ -43,28 +43,17 @@ def _is_empty(source) -> bool:
     return isinstance(offsets, torch.Tensor) and offsets.numel() == 1
 
 
-def _side_columns(per_row: list, lengths: np.ndarray) -> dict:
-    """Each side column of the rows, concatenated; zeros for rows whose part lacks it."""
-    names = list(dict.fromkeys(name for cols in per_row for name in cols))
-    out = {}
-    for name in names:
-        like = next(cols[name] for cols in per_row if name in cols)
-        parts = []
-        for cols, n in zip(per_row, lengths.tolist()):
-            v = cols.get(name)
-            if v is None:
-                v = torch.zeros((n, *like.shape[1:]), dtype=like.dtype)
-            elif v.shape[1:] != like.shape[1:] or v.dtype != like.dtype:
-                raise ValueError(f"the parts disagree on side column {name!r}: per-token shape {tuple(v.shape[1:])} "
-                                 f"and dtype {v.dtype} against {tuple(like.shape[1:])} and {like.dtype}")
-            parts.append(v)
-        out[name] = torch.cat(parts)
-    return out
+def _side_columns(per_row: list) -> dict:
+    """Each side column of the rows, concatenated (every part has the same ones: see
+    :func:`_check_side_columns`)."""
+    return {name: torch.cat([cols[name] for cols in per_row]) for name in per_row[0]} if per_row else {}
 
 
 def _check_side_columns(parts: list, where: str) -> None:
-    """Refuse parts that give a side column in other dtypes or per-token shapes: every batch that
-    mixes their rows would fail, so say so before training starts rather than at such a batch."""
+    """Refuse parts that do not give the same side columns, in the same dtypes and per-token
+    shapes: a column some parts lack has no value there (zeros would be wrong logprobs, or
+    untrained tokens for loss_weights), and other dtypes fail the first batch that mixes their
+    rows; say so before training starts."""
     seen: dict = {}
     for k, p in enumerate(parts):
         for name, (col, dtype) in p._side.items():
@@ -74,6 +63,11 @@ def _check_side_columns(parts: list, where: str) -> None:
                 raise ValueError(f"part {k} of {where} gives side column {name!r} as {kind[0]} of per-token shape "
                                  f"{kind[1]} but part {first[0]} as {first[1][0]} of {first[1][1]}: tokenize every "
                                  "part with the same options")
+    for name, (k, _) in seen.items():
+        lacking = next((j for j, p in enumerate(parts) if name not in p._side), None)
+        if lacking is not None:
+            raise ValueError(f"part {lacking} of {where} has no {name!r} column but part {k} has one (a missing "
+                             "column has no value to fill in): tokenize (or record) every part with the same options")
 
 
 class ConcatTokenDataset(torch.utils.data.Dataset):
@@ -115,12 +109,6 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
                 parts.append(TokenDataset(s, max_length=max_length))
         if not parts:
             raise ValueError(f"{where} holds no sequences: an empty token set cannot be trained on")
-        weighted = [p.has_loss_weights for p in parts]
-        if any(weighted) and not all(weighted):
-            bad = next(i for i, w in enumerate(weighted) if w != weighted[0])
-            raise ValueError(f"part {bad} of {where} {'has a' if weighted[bad] else 'has no'} loss_weights column but "
-                             f"part 0 {'has one' if weighted[0] else 'does not'}: tokenize every part with the same "
-                             "options")
         _check_side_columns(parts, where)
         self.parts = parts
         self.max_length = max_length
@@ -195,7 +183,7 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
         else:
             ids, mask = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         return TokenRows._trusted(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(offsets),
-                         _side_columns([p[2] for p in pieces], lengths))
+                         _side_columns([p[2] for p in pieces]))
 
     def __repr__(self) -> str:
         return (f"ConcatTokenDataset(parts={len(self.parts)}, sequences={len(self)}, tokens={self.num_tokens}, "

@@ -92,7 +92,7 @@ def test_concat_dataset_weights_and_mixed_parts(weighted_tokens, weighted_folder
     got = ds.__getitems__([n + 2, 1])
     assert torch.equal(got[0]["loss_weights"], weighted_tokens[2]["loss_weights"])
     assert torch.equal(got[1]["loss_weights"], weighted_tokens[1]["loss_weights"])
-    with pytest.raises(ValueError, match="part 1 .* has no loss_weights column but part 0 has one"):
+    with pytest.raises(ValueError, match="part 1 .* has no 'loss_weights' column but part 0 has one"):
         ConcatTokenDataset([weighted_folder, sample_tokens])
 
 

@@ -400,6 +400,11 @@ def test_concat_refuses_parts_that_disagree_on_a_column_up_front():
         ConcatTokenDataset([_concat_part(4, routed_experts=torch.zeros(4, 3)), _concat_part(6, routed_experts=torch.zeros(6, 2))])
     with pytest.raises(TypeError, match="takes a list of token sets"):
         ConcatTokenDataset({"a": _concat_part(4)})  # iterated the keys: 'a: no such token set'
+    # a column only some parts have: its rows from the others were zeros (logprobs of 0.0 = probability 1)
+    with pytest.raises(ValueError, match="part 0 of the sources has no 'logprobs' column but part 1 has one"):
+        ConcatTokenDataset([_concat_part(4), _concat_part(6, logprobs=torch.zeros(6))])
+    both = ConcatTokenDataset([_concat_part(4, logprobs=-torch.ones(4)), _concat_part(6, logprobs=-torch.ones(6))])
+    assert torch.equal(both.__getitems__([0, 3]).columns["logprobs"], -torch.ones(5))
 
 
 def test_a_dataset_where_lengths_belong_and_a_damaged_ragged_batch():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import warnings
 
 import pytest
@@ -158,3 +159,22 @@ def test_to_dict_gives_each_entry_as_get_does(tmp_path):
         assert [t.tolist() for t in got["sub"]["w"].unbind()] == [[1.0, 1.0], [], [1.0, 1.0, 1.0]]
     same = RaggedTensorDict(TensorDict({"ids": torch.arange(4)}, [4]), torch.tensor([0, 2, 4])).to_dict()
     assert same["ids"].tolist() == [[0, 1], [2, 3]]  # equal lengths: a dense tensor, as get gives
+
+
+@pytest.mark.parametrize("offsets, err, what", [
+    ([0, 3, 1, 4], ValueError, "offsets must not decrease: offset 2 is 1, after 3"),  # was accepted
+    ([0, 1.5, 4], TypeError, "offsets must be integers, got dtype torch.float32"),   # was cut to [0, 1, 4]
+    (torch.tensor([0.0, 4.0]), TypeError, "must be integers"),
+    ([], ValueError, "1-D int64 tensor starting at 0"),
+])
+def test_ragged_offsets_that_are_not_item_bounds_are_refused(offsets, err, what):
+    with pytest.raises(err, match=re.escape(what)):
+        RaggedTensorDict(TensorDict({"x": torch.arange(4)}, [4]), offsets)
+
+
+def test_ragged_values_need_a_batch_dim_and_int32_offsets_are_widened():
+    with pytest.raises(ValueError, match="values must be batched along their first dim"):
+        RaggedTensorDict(TensorDict({}, []), [0])  # was "tuple index out of range"
+    r = RaggedTensorDict(TensorDict({"x": torch.arange(4)}, [4]), torch.tensor([0, 2, 4], dtype=torch.int32))
+    assert r.offsets.dtype == torch.int64 and r[1]["x"].tolist() == [2, 3]
+    assert r[1:][0]["x"].tolist() == [2, 3] and r[[1, 0]].offsets.tolist() == [0, 2, 4]  # derived stacks

@@ -47,14 +47,40 @@ class RaggedTensorDict(Batched):
     """A stack of items whose first dim differs; see the module docstring."""
 
     def __init__(self, values, offsets: torch.Tensor):
-        offsets = torch.as_tensor(offsets, dtype=torch.int64)
-        if offsets.ndim != 1 or offsets.numel() < 1 or int(offsets[0]) != 0:
+        t = offsets if isinstance(offsets, torch.Tensor) else torch.as_tensor(offsets)
+        if t.ndim != 1 or t.numel() < 1:
             raise ValueError("offsets must be a 1-D int64 tensor starting at 0")
-        if int(offsets[-1]) != values.batch_size[0]:
-            raise BatchSizeError(f"offsets end at {int(offsets[-1])} but values hold {values.batch_size[0]} elements")
+        if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+            raise TypeError(f"offsets must be integers, got dtype {t.dtype}")
+        offsets = t.to(torch.int64)
+        if int(offsets[0]) != 0:
+            raise ValueError("offsets must be a 1-D int64 tensor starting at 0")
+        size = getattr(values, "batch_size", None)
+        if not size:
+            raise ValueError("values must be batched along their first dim (the items' elements, one after the "
+                             f"other), got batch size {None if size is None else list(size)}")
+        if int(offsets[-1]) != size[0]:
+            raise BatchSizeError(f"offsets end at {int(offsets[-1])} but values hold {size[0]} elements")
+        self._check_order(offsets)
         self._values = values
         self._offsets = offsets
         self._is_locked = False
+
+    def _check_order(self, offsets: torch.Tensor) -> None:
+        """Offsets never decrease (one vectorised pass; two offsets, first 0 and last the size, are fine)."""
+        if offsets.numel() > 2:
+            a = offsets.cpu().numpy()
+            bad = a[1:] < a[:-1]
+            if bad.any():
+                i = int(bad.argmax()) + 1
+                raise ValueError(f"offsets must not decrease: offset {i} is {int(a[i])}, after {int(a[i - 1])}")
+
+    @classmethod
+    def _derived(cls, values, offsets: torch.Tensor) -> "RaggedTensorDict":
+        """A stack over offsets made from an existing stack's (already checked): no checks."""
+        obj = RaggedTensorDict.__new__(RaggedTensorDict)
+        obj._values, obj._offsets, obj._is_locked = values, offsets, False
+        return obj
 
     @classmethod
     def from_items(cls, items) -> "RaggedTensorDict":
@@ -128,12 +154,12 @@ class RaggedTensorDict(Batched):
             a, b, _ = sel.indices(n)
             b = max(a, b)
             lo, hi = int(self._offsets[a]), int(self._offsets[b])
-            return RaggedTensorDict(self._values._index(slice(lo, hi)), self._offsets[a : b + 1] - lo)
+            return RaggedTensorDict._derived(self._values._index(slice(lo, hi)), self._offsets[a : b + 1] - lo)
         rows = torch.arange(n)[sel]
         if rows.ndim != 1:
             raise IndexError("a ragged stack takes 1-D selections of items")
         pos, off = ragged_positions(self._offsets, rows)
-        return RaggedTensorDict(self._values._index(pos), off)
+        return RaggedTensorDict._derived(self._values._index(pos), off)
 
     def _index(self, index):
         if not isinstance(index, tuple):
@@ -163,7 +189,7 @@ class RaggedTensorDict(Batched):
             return out._index((slice(None),) + rest[1:]) if rest[1:] else out
         if isinstance(j, slice) and j == slice(None):
             if rest[1:]:
-                return RaggedTensorDict(sub._values._index((slice(None),) + rest[1:]), sub._offsets)
+                return RaggedTensorDict._derived(sub._values._index((slice(None),) + rest[1:]), sub._offsets)
             return sub
         raise IndexError(
             "a ragged stack is indexed by item first (int, slice, list or tensor), then an int "
@@ -213,7 +239,7 @@ class RaggedTensorDict(Batched):
             raise
         if isinstance(leaf, torch.Tensor):
             return self._stack_leaf(leaf)
-        return RaggedTensorDict(leaf, self._offsets)
+        return RaggedTensorDict._derived(leaf, self._offsets)
 
     def _stack_leaf(self, leaf: torch.Tensor) -> torch.Tensor:
         """``leaf``'s items as a dense view when they share one length, else a nested tensor."""
@@ -229,7 +255,7 @@ class RaggedTensorDict(Batched):
         leaf = self._values._get_raw(key)
         if isinstance(leaf, torch.Tensor):  # a tensor leaf cannot be a RaggedTensorDict's values
             return torch.nested.nested_tensor_from_jagged(leaf, self._offsets)
-        return RaggedTensorDict(leaf, self._offsets)
+        return RaggedTensorDict._derived(leaf, self._offsets)
 
     def set(self, key, value, inplace: bool = False, **kwargs) -> "RaggedTensorDict":
         """Set an entry from a ragged stack with the same offsets, or nested lists."""
@@ -291,10 +317,10 @@ class RaggedTensorDict(Batched):
 
     # -- whole-collection operations -----------------------------------------------------
     def clone(self, recurse: bool = True) -> "RaggedTensorDict":
-        return RaggedTensorDict(self._values.clone(recurse), self._offsets.clone())
+        return RaggedTensorDict._derived(self._values.clone(recurse), self._offsets.clone())
 
     def to(self, *args, **kwargs) -> "RaggedTensorDict":
-        return RaggedTensorDict(self._values.to(*args, **kwargs), self._offsets)
+        return RaggedTensorDict._derived(self._values.to(*args, **kwargs), self._offsets)
 
     def apply(self, fn, *others, inplace: bool = False, **kwargs):
         other_vals = [o._values for o in others]
@@ -307,7 +333,7 @@ class RaggedTensorDict(Batched):
                 raise BatchSizeError("cannot compare ragged stacks whose item lengths differ")
             other = other._values
         vals = self._values._compare(other, op) if hasattr(self._values, "_compare") else op(self._values, other)
-        return RaggedTensorDict(vals, self._offsets)
+        return RaggedTensorDict._derived(vals, self._offsets)
 
     def __eq__(self, other):
         return self._compare(other, lambda a, b: a == b)

@@ -191,11 +191,6 @@ def _open_source(source):
         raise ValueError(f"{where}: input_ids must be integer token ids, got dtype {ids.dtype}")
     if masks.dtype != torch.bool and masks.dtype not in _INT_DTYPES:
         raise ValueError(f"{where}: assistant_masks must be bool (or 0/1 integers), got dtype {masks.dtype}")
-    off = source.offsets.numpy()
-    if off.size > 1 and (off[1:] < off[:-1]).any():
-        k = int(np.flatnonzero(off[1:] < off[:-1])[0])
-        raise ValueError(f"{where}: its offsets decrease (sequence {k} would run from {int(off[k])} to "
-                         f"{int(off[k + 1])}): the token set is damaged; tokenize it again")
     try:
         side = side_columns(values)
     except ValueError as err:

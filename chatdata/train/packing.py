@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "STRATEGIES", "OVERFLOWS", "register_planner", "planner"]
+__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "STRATEGIES",
+           "OVERFLOWS", "register_planner", "planner"]
 
 STRATEGIES = ("bfd", "ffd", "tree")
 OVERFLOWS = ("error", "truncate", "split", "drop")

@@ -49,6 +49,8 @@ def _as_int(i):
         return int(i)
     if isinstance(i, np.integer):
         return int(i)
+    if isinstance(i, np.bool_):  # a bool, not an int: adds a dim as True / False do
+        return bool(i)
     return i
 
 

@@ -171,15 +171,23 @@ class RaggedTensorDict(Batched):
         if not index:
             return self
         first, rest = index[0], index[1:]
+        if type(first) is bool or (isinstance(first, torch.Tensor) and first.dtype is torch.bool and first.ndim == 0):
+            # torch reads True / False as a new dim of size 1 / 0 (as None); a ragged stack cannot add
+            # one, and taking them as the ints 1 / 0 would return the wrong item
+            raise IndexError(f"a ragged stack takes 1-D selections of items; {first!r} as an index would add a dim "
+                             "(use a list or tensor of bools, one per item, to select items)")
         if isinstance(first, int):
             row = self._row(first)
             return row._index(rest) if rest else row
         if isinstance(first, list):
-            first = torch.as_tensor(first, dtype=torch.long if not first or not isinstance(first[0], bool) else torch.bool)
+            # a list of bools only is a mask; a list mixing ints and bools holds ints (as torch reads it)
+            first = torch.as_tensor(first) if first and type(first[0]) is bool else torch.as_tensor(first, dtype=torch.long)
         sub = self._rows(first)
         if not rest:
             return sub
         j = rest[0]
+        if type(j) is bool:
+            raise IndexError(f"a ragged stack takes an int or ':' along the ragged dim, got {j!r} (a bool would add a dim)")
         if isinstance(j, int):
             lengths = sub.lengths
             if (j >= 0 and bool((lengths <= j).any())) or (j < 0 and bool((lengths < -j).any())):

@@ -29,6 +29,7 @@ from ..td import cat
 from ..td.tensorclass import register_tensorclass
 from .columns import DEFAULTS, FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
+from .field_checks import FIELD_RULES, check_field
 from .ragged_ops import as_ragged, concat_rows, single_row
 
 __all__ = ["History"]
@@ -135,11 +136,35 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         super().__init__(*args, batch_size=() if batch_size is None else batch_size, device=device, **kwargs)
 
     def __post_init__(self):
-        normalize_storage(self._storage)
+        storage = self._storage
+        if "role" not in storage._tensordict:  # role=None: the constructor left it unset
+            raise ValueError("History: 'role' must be a str (one per message), got None")
+        normalize_storage(storage)
 
     def set(self, key, value, inplace: bool = False, non_blocking: bool = False):
-        """Set a field; ``None`` resets it to its default, nested lists set a ragged batch."""
+        """Set a field; ``None`` resets it to its default, nested lists set a ragged batch.
+
+        The value must be one a History can hold (``ValueError`` otherwise, the History unchanged):
+        see :mod:`chatdata.history.field_checks`.
+        """
         name = key[0] if isinstance(key, tuple) else key
+        if name not in FIELD_RULES or isinstance(key, tuple):
+            return self._set(key, name, value, inplace)
+        storage = self._storage
+        td = storage.values if isinstance(storage, RaggedTensorDict) else storage
+        old = td._tensordict.get(name)
+        self._set(key, name, value, inplace)
+        try:
+            check_field(td, name)
+        except ValueError:
+            if old is None:
+                td._tensordict.pop(name, None)
+            else:
+                td._tensordict[name] = old
+            raise
+        return self
+
+    def _set(self, key, name, value, inplace: bool):
         storage = self._storage
         if name in self._field_names and isinstance(storage, RaggedTensorDict) and not isinstance(key, tuple):
             n = storage.numel()

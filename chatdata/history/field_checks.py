@@ -1,0 +1,144 @@
+"""Checks for values set on a History directly: ``History(role=..., content=...)``, ``h.role = ...``,
+``h.set("content", ...)``. They apply the type rules ``from_chats`` applies at the door, so that a
+History built either way holds only what it can render, save and load back:
+
+=================== =====================================================
+``role``            a str
+``content``         a str, None, or a list of content parts (dicts)
+``is_complete``     a bool (or a bool tensor)
+``tool_calls``      a list or None
+``tool_responses``  a list or None
+``extra``           a dict (str keys) or None
+=================== =====================================================
+
+Every value must also survive a save exactly (no lone surrogates, tuples, sets or non-str keys:
+:mod:`chatdata.history.message_checks`). A History of batch ``()`` may hold lists of such values
+(``History(role=["user", "assistant"], content=["a", "b"])``: torchrl's unbatched conversation).
+
+The check of a column is a few passes over its values (a set of their types, one strict encode
+of its strings); only when it fails is each value looked at, to name the first culprit.
+
+Example:
+    >>> field_error("role", [3], ())
+    "'role' must be a str, got int"
+    >>> field_error("content", ["hi", None, [{"type": "text", "text": "x"}]], (3,)) is None
+    True
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..td import NonTensorData, NonTensorStack
+from .columns import column
+from .content import check_parts
+from .message_checks import json_value_error, json_values_ok, text_error, texts_ok
+
+__all__ = ["field_error", "check_field", "FIELD_RULES"]
+
+_NONE = type(None)
+# the types each field's values may have, and how to say it
+FIELD_RULES = {
+    "role": ({str}, "a str"),
+    "content": ({str, _NONE, list}, "a str, None or a list of content parts"),
+    "is_complete": ({bool}, "a bool"),
+    "tool_calls": ({list, _NONE}, "a list or None"),
+    "tool_responses": ({list, _NONE}, "a list or None"),
+    "extra": ({dict, _NONE}, "a dict or None"),
+}
+_MAX_LIST_DEPTH = 8  # lists of values in an unbatched History: deeper than any batch
+
+
+def _value_error(name: str, v) -> str | None:
+    types, what = FIELD_RULES[name]
+    if type(v) not in types:
+        return f"{name!r} must be {what}, got {type(v).__name__}"
+    if type(v) is str:
+        return text_error(v, repr(name))
+    if name == "content" and type(v) is list:
+        return check_parts(v) or json_value_error(v, repr(name))
+    if name in ("tool_calls", "tool_responses", "extra"):
+        return json_value_error(v, repr(name))
+    return None
+
+
+def _values_ok(name: str, values: list) -> bool:
+    types = set(map(type, values))
+    if not types <= FIELD_RULES[name][0]:
+        return False
+    if name == "role":
+        return texts_ok(values)
+    if name == "content":
+        if types != {str} and any(check_parts(v) for v in values if type(v) is list):
+            return False
+        return texts_ok([v for v in values if type(v) is str]) if list not in types else json_values_ok(values)
+    return name == "is_complete" or json_values_ok(values)
+
+
+def _where(i: int, batch_size) -> str:
+    if len(batch_size) <= 1:
+        return f"message {i}: "
+    return f"message {tuple(int(k) for k in np.unravel_index(i, tuple(batch_size)))}: "
+
+
+def field_error(name: str, values: list, batch_size, constant: bool = False) -> str | None:
+    """What is wrong with the values of field ``name`` (one per message, flat, of a History of
+    ``batch_size``), or None. ``constant``: ``values`` is one value shared by every message; in
+    an unbatched History it may be a list of values (one per message of torchrl's unbatched
+    conversation)."""
+    if name not in FIELD_RULES or _values_ok(name, values):
+        return None
+    if constant:
+        err = _value_error(name, values[0])
+        if err is not None and not batch_size and type(values[0]) is list:
+            return _list_error(name, values[0], err)
+        return err
+    for i, v in enumerate(values):
+        err = _value_error(name, v)
+        if err is not None:
+            return _where(i, batch_size) + err
+    return None  # pragma: no cover - a failed bulk check always has a culprit
+
+
+def _list_error(name: str, value: list, err: str) -> str | None:
+    """None if ``value`` holds valid values (lists of them too, as many levels as batch dims), else
+    ``err`` (what is wrong with ``value`` as one value) and what is wrong with its first bad item."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        item_err = _value_error(name, v)
+        if item_err is None:
+            continue
+        if type(v) is list and depth < _MAX_LIST_DEPTH:
+            stack.extend((x, depth + 1) for x in reversed(v))
+            continue
+        return f"{err} (nor is it a list of values, one per message: {item_err})"
+    return None
+
+
+def check_field(td, name: str) -> None:
+    """Raise ``ValueError`` (naming the field, and the message for a column) if the entry ``name``
+    of the History storage ``td`` (a TensorDict whose batch dims are the messages') holds a value
+    a History cannot.
+
+    Example:
+        >>> from chatdata.td import TensorDict
+        >>> check_field(TensorDict({"role": ["user", "assistant"]}, batch_size=[2]), "role")
+    """
+    if name not in FIELD_RULES:
+        return
+    entry = td._tensordict.get(name)
+    if entry is None:
+        return
+    bs = td.batch_size
+    if isinstance(entry, NonTensorData):
+        err = field_error(name, [entry.data], bs, constant=True)
+    elif isinstance(entry, NonTensorStack):
+        err = field_error(name, column(td, name), bs)
+    elif isinstance(entry, torch.Tensor) and name == "is_complete" and entry.dtype is torch.bool:
+        err = None
+    else:
+        what = f"a {entry.dtype} tensor" if isinstance(entry, torch.Tensor) else f"a {type(entry).__name__}"
+        err = f"{name!r} must be {FIELD_RULES[name][1]}, got {what}"
+    if err is not None:
+        raise ValueError(f"History: {err}")

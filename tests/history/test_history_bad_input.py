@@ -1,0 +1,116 @@
+"""Values set on a History directly (``History(role=..., content=...)``, ``h.role = ...``,
+``h.set(...)``) follow the rules ``from_chats`` applies at the door.
+
+Before, the constructor took anything: ``role=None`` gave a History whose every use (append,
+render, save) was a bare ``KeyError: 'role'``; ``content=3`` / ``{"a": 1}`` saved without a word
+and the saved folder then failed to load as "corrupt"; ``is_complete="no"`` made ``to_chats`` say
+the History column was corrupt; a lone surrogate reached the tokenizer as a UnicodeEncodeError."""
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from chatdata import ContentBase, History, load_memmap
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(role=None, content="a"), r"'role' must be a str.*got None"),
+    (dict(role=3, content="a"), r"'role' must be a str, got int"),
+    (dict(role=b"user", content="a"), r"'role' must be a str, got bytes"),
+    (dict(role="user", content=3), r"'content' must be a str, None or a list of content parts, got int"),
+    (dict(role="user", content=b"hi"), r"got bytes"),
+    (dict(role="user", content={"type": "text", "text": "hi"}), r"got dict"),
+    (dict(role="user", content=[{"type": "smell"}]), r"unknown type 'smell'"),
+    (dict(role="user", content=[{"type": "image", "data": b"x"}]), r"'content'\[0\]\['data'\] is a bytes"),
+    (dict(role="user", content="bad \ud800"), r"lone surrogate"),
+    (dict(role="u\udfff", content="a"), r"'role' holds a lone surrogate"),
+    (dict(role="user", content="a", is_complete="no"), r"'is_complete' must be a bool, got str"),
+    (dict(role="user", content="a", is_complete=torch.tensor(1)), r"'is_complete' must be a bool, got a torch.int64 tensor"),
+    (dict(role="assistant", content="", tool_calls="f()"), r"'tool_calls' must be a list or None, got str"),
+    (dict(role="assistant", content="", tool_calls=[{"args": (1, 2)}]), r"tool_calls'\[0\]\['args'\] is a tuple"),
+    (dict(role="tool", content="", tool_responses="ok"), r"'tool_responses' must be a list or None"),
+    (dict(role="user", content="a", extra=["name"]), r"'extra' must be a dict or None, got list"),
+    (dict(role="user", content="a", extra={1: "x"}), r"has the key 1 \(int\)"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_a_bad_message_value_is_refused_naming_the_field(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        History(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(role=["user", None], content=["a", "b"]), r"message 1: 'role' must be a str, got NoneType"),
+    (dict(role=["user", "user"], content=["a", 7]), r"message 1: 'content' must be"),
+    (dict(role=["user", "user"], content=[["a"], ["b"]]), r"message 0: content part 0 must be a dict, got str"),
+    (dict(role="user", content=["a", "b\ud800"]), r"message 1: 'content' holds a lone surrogate"),
+    (dict(role="user", content="a", is_complete=[True, "x"]), r"message 1: 'is_complete' must be a bool"),
+])
+def test_a_bad_value_in_a_conversation_names_the_message(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        History(**kwargs, batch_size=(2,))
+
+
+def test_a_bad_value_in_a_dense_batch_names_the_message_position():
+    with pytest.raises(ValueError, match=r"message \(1, 0\): 'role' must be a str, got int"):
+        History(role=[["user", "assistant"], [3, "assistant"]], content="x", batch_size=(2, 2))
+
+
+def test_good_values_are_kept_as_given():
+    parts = [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "http://x/c.png"}}]
+    h = History(role=["system", "user", "assistant"], content=["s", parts, None], batch_size=(3,),
+                is_complete=[True, True, False], tool_calls=[None, None, [{"id": "1", "function": {"name": "f"}}]],
+                extra=[None, {"name": "bob"}, None])
+    assert h.content == ["s", parts, None]
+    assert h.is_complete == [True, True, False]
+    m = History(role="", content="NUL \x00 and é", is_complete=torch.tensor(False))
+    assert m.to_chats() == {"role": "", "content": "NUL \x00 and é", "is_complete": False}
+    assert History(role="user", content=ContentBase(type="text", text="hi")).content == [{"type": "text", "text": "hi"}]
+
+
+def test_torchrl_unbatched_lists_are_still_accepted():
+    # torchrl writes one conversation as a History of batch () holding lists
+    h = History(role=["user", "assistant"], content=["a", [{"type": "text", "text": "b"}]])
+    assert h.batch_size == () and h.role == ["user", "assistant"]
+    with pytest.raises(ValueError, match=r"nor is it a list of values.*'role' must be a str, got int"):
+        History(role=["user", 3], content=["a", "b"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: History.from_chats([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]),
+    lambda: History.from_chats([[{"role": "user", "content": "a"}], [{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]]),
+    lambda: History(role="user", content="a"),
+], ids=["conversation", "ragged batch", "one message"])
+@pytest.mark.parametrize("field, value", [("role", None), ("role", 3), ("content", b"x"), ("is_complete", "no"),
+                                          ("extra", ("a",)), ("tool_calls", {"f": 1})])
+def test_setting_a_bad_value_raises_and_leaves_the_history_unchanged(make, field, value):
+    h = make()
+    before = h.to_chats()
+    with pytest.raises(ValueError, match=repr(field)):
+        h.set(field, value)
+    with pytest.raises(ValueError, match=repr(field)):
+        setattr(h, field, value)
+    assert h.to_chats() == before
+
+
+def test_setting_good_values_on_a_ragged_batch():
+    h = History.from_chats([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]])
+    h.is_complete = [[True], [True, False]]
+    h.set("extra", [[None], [{"name": "x"}, None]])
+    assert h[1].to_chats()[1] == {"role": "assistant", "content": "c", "is_complete": False}
+    with pytest.raises(ValueError, match=r"message 2: 'is_complete' must be a bool, got int"):
+        h.is_complete = [[True], [True, 0]]
+    assert h.is_complete == [[True], [True, False]]
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(roles=st.lists(st.sampled_from(["system", "user", "assistant", "tool"]) | _text, min_size=1, max_size=5),
+       data=st.data())
+def test_what_the_constructor_accepts_saves_and_loads_back(tmp_path_factory, roles, data):
+    n = len(roles)
+    contents = data.draw(st.lists(_text | st.none() | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}),
+                                                                max_size=2), min_size=n, max_size=n))
+    h = History(role=roles, content=contents, batch_size=(n,))
+    path = tmp_path_factory.mktemp("h")
+    h.memmap(path)
+    assert load_memmap(path).to_chats() == h.to_chats()

@@ -6,13 +6,14 @@ the History (a string for one conversation, a list for a batch; token tensors ra
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 
 from ..td import RaggedTensorDict, TensorDict
 
-__all__ = ["apply_chat_template", "parse_text", "template_name_for"]
+__all__ = ["apply_chat_template", "parse_text", "template_name_for", "check_tokenizer"]
 
 _KEYS = ("input_ids", "attention_mask", "assistant_masks", "loss_weights")
 
@@ -32,6 +33,21 @@ def _chats_of(history) -> tuple[list, bool]:
     if any(m.get("role") == "<none>" for c in chats for m in c):
         chats = [[m for m in c if m.get("role") != "<none>"] for c in chats]
     return chats, single
+
+
+def check_tokenizer(tokenizer: Any) -> None:
+    """A name or path is not a tokenizer: refused (it would silently render ``chatml_format``).
+
+    Example:
+        >>> check_tokenizer(None)
+        >>> check_tokenizer("Qwen/Qwen2.5-0.5B")
+        Traceback (most recent call last):
+        ...
+        TypeError: tokenizer must be a tokenizer object, e.g. transformers.AutoTokenizer.from_pretrained('Qwen/Qwen2.5-0.5B'), not a str
+    """
+    if isinstance(tokenizer, (str, bytes, os.PathLike)):
+        raise TypeError(f"tokenizer must be a tokenizer object, e.g. transformers.AutoTokenizer.from_pretrained("
+                        f"{os.fsdecode(tokenizer)!r}), not a {type(tokenizer).__name__}")
 
 
 def _ragged(seqs: list[torch.Tensor], empty_dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,6 +90,7 @@ def apply_chat_template(
     from ..templates import (TrainSelection, render_chats, render_chats_with_weights, resolve_chat_template,
                              tokenize_chats)
 
+    check_tokenizer(tokenizer)
     selection = TrainSelection(train_on, last_turn_only, loss_weights)
     if not selection.is_default:
         if tokenize is False:
@@ -164,6 +181,7 @@ def parse_text(text, chat_template_name=None, chat_template=None, tokenizer=None
     list of str."""
     from ..templates import parse_chat_text
 
+    check_tokenizer(tokenizer)
     name = chat_template_name or template_name_for(chat_template, tokenizer)
     if isinstance(text, str):
         return _messages(parse_chat_text(text, name))

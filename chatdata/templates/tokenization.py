@@ -220,6 +220,8 @@ def tokenize_chats(
             raise ValueError("return_assistant_tokens_mask=True needs one list of spans per text")
     elif span_weights is not None:
         raise ValueError("span_weights weigh the trained spans: pass return_assistant_tokens_mask=True too")
+    if max_length is not None and (isinstance(max_length, bool) or not hasattr(max_length, "__index__") or max_length < 0):
+        raise ValueError(f"max_length must be an int >= 0 (or None), got {max_length!r}")
     if truncation and max_length is None:
         max_length = getattr(tokenizer, "model_max_length", None)
     side = getattr(tokenizer, "truncation_side", "right")

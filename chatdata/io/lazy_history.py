@@ -44,7 +44,10 @@ DENSE_RUN = 32
 
 def _as_ids(index, n: int) -> torch.Tensor:
     """A list / array / tensor of ints or bools as int64 positions in ``range(n)``."""
-    ids = torch.as_tensor(np.asarray(index) if not isinstance(index, torch.Tensor) else index)
+    try:
+        ids = torch.as_tensor(np.asarray(index) if not isinstance(index, torch.Tensor) else index)
+    except (TypeError, ValueError, OverflowError):  # str, None, sets, ragged lists, ints past int64
+        raise IndexError(f"items are selected by ints, slices, or a 1-D list/tensor of ints or bools; got {index!r:.80}") from None
     if ids.dtype == torch.bool:
         if ids.shape != (n,):
             raise IndexError(f"a bool index must have one value per item ({n}), got shape {tuple(ids.shape)}")

@@ -69,3 +69,13 @@ def test_numpy_and_0d_ints_select_like_ints(index):
     h = History.from_chats(CHATS)
     as_ints = tuple(int(i) for i in index) if isinstance(index, tuple) else int(index)
     assert h[index].to_chats() == h[as_ints].to_chats()
+
+
+@pytest.mark.parametrize("index", [[0.5], [1.7, 0], [0, 0.5], [None], ["a"], [1, "a"], [1j], [[0, 1], [2]], [2**70]], ids=repr)
+@pytest.mark.parametrize("batch", [True, False], ids=["batch", "conversation"])
+def test_a_list_that_is_not_ints_or_bools_is_an_index_error(index, batch):
+    # [0.5] used to give conversation 0 of a batch (an int64 cast truncates it); the others failed
+    # inside torch (ValueError / RuntimeError)
+    h = History.from_chats(CHATS) if batch else History.from_chats(CHATS[1])
+    with pytest.raises(IndexError, match=r"ints or bools|out of range"):
+        h[index]

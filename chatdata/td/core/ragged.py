@@ -43,6 +43,30 @@ def ragged_positions(offsets: torch.Tensor, rows: torch.Tensor) -> tuple[torch.T
     return pos, new_off
 
 
+def _list_index(index: list) -> torch.Tensor:
+    """A list index as a tensor: ints as int64; bools only as a mask; ints mixed with bools as ints
+    (as torch reads them). Floats (which an int64 cast would truncate: ``[0.5]`` is not item 0),
+    None, str, ... are an IndexError.
+
+    Example:
+        >>> _list_index([2, 0]).tolist(), _list_index([True, False]).dtype, _list_index([True, 0]).tolist()
+        ([2, 0], torch.bool, [1, 0])
+    """
+    if set(map(type, index)) <= {int}:  # one C-level pass; the common case
+        try:
+            return torch.as_tensor(index, dtype=torch.long)
+        except (ValueError, OverflowError, RuntimeError):  # past int64
+            raise IndexError(f"an index of {index!r:.80} is out of range") from None
+    try:
+        out = torch.as_tensor(index)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        out = None
+    if out is None or not (out.dtype is torch.bool or not (out.is_floating_point() or out.is_complex())):
+        raise IndexError(f"a ragged stack selects items by ints, slices, or a 1-D list/tensor of ints or bools; "
+                         f"got {index!r:.80}")
+    return out
+
+
 class RaggedTensorDict(Batched):
     """A stack of items whose first dim differs; see the module docstring."""
 
@@ -180,8 +204,7 @@ class RaggedTensorDict(Batched):
             row = self._row(first)
             return row._index(rest) if rest else row
         if isinstance(first, list):
-            # a list of bools only is a mask; a list mixing ints and bools holds ints (as torch reads it)
-            first = torch.as_tensor(first) if first and type(first[0]) is bool else torch.as_tensor(first, dtype=torch.long)
+            first = _list_index(first)
         sub = self._rows(first)
         if not rest:
             return sub

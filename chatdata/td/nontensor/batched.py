@@ -60,7 +60,10 @@ def normalize_index(index, batch_ndim: int):
     items = []
     for it in index:
         if isinstance(it, (list, range)):
-            it = torch.as_tensor(list(it)) if len(it) else torch.zeros(0, dtype=torch.long)
+            try:
+                it = torch.as_tensor(list(it)) if len(it) else torch.zeros(0, dtype=torch.long)
+            except (TypeError, ValueError, RuntimeError, OverflowError):  # None, str, ragged lists, past int64
+                raise IndexError(f"list indices must hold ints or bools (a 1-D list), got {it!r:.80}") from None
             if it.dtype not in (torch.bool, torch.long):
                 raise IndexError(f"list indices must hold ints or bools, got {it.dtype}")
         elif isinstance(it, torch.Tensor) and it.dtype in (torch.int, torch.int16, torch.uint8, torch.int8):

@@ -315,9 +315,15 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
             >>> h.to_chats()
             [[{'role': 'user', 'content': 'a'}, {'role': 'assistant', 'content': 'b'}]]
         """
-        offsets = torch.as_tensor(offsets, dtype=torch.int64)
+        offsets = torch.as_tensor(offsets)
+        if offsets.is_floating_point() or offsets.is_complex() or offsets.dtype is torch.bool:
+            raise ValueError(f"offsets must be ints, got {offsets.dtype}")
+        offsets = offsets.to(torch.int64)
         if offsets.ndim != 1 or offsets.numel() < 1 or int(offsets[0]) != 0:
             raise ValueError("offsets must be a 1-D int64 sequence starting at 0")
+        if bool((offsets[1:] < offsets[:-1]).any()):  # chats would overlap: messages repeated, others lost
+            k = int((offsets[1:] < offsets[:-1]).nonzero()[0])
+            raise ValueError(f"offsets must not decrease: offsets[{k + 1}] = {int(offsets[k + 1])} < offsets[{k}] = {int(offsets[k])}")
         n = int(offsets[-1])
         unknown = set(columns) - {*cls._field_names, FLAGS_KEY}
         if unknown or not {"role", "content"} <= set(columns):

@@ -114,3 +114,14 @@ def test_what_the_constructor_accepts_saves_and_loads_back(tmp_path_factory, rol
     path = tmp_path_factory.mktemp("h")
     h.memmap(path)
     assert load_memmap(path).to_chats() == h.to_chats()
+
+
+@pytest.mark.parametrize("offsets, match", [
+    ([0, 2, 1, 2], r"offsets must not decrease: offsets\[2\] = 1 < offsets\[1\] = 2"),  # was: message 'b' twice
+    ([0.0, 1.5, 2.0], r"offsets must be ints, got torch.float"),  # was: truncated to [0, 1, 2]
+    ([True, True], r"offsets must be ints"),
+    ([1, 2], r"starting at 0"),
+])
+def test_from_message_columns_refuses_offsets_that_would_mix_up_messages(offsets, match):
+    with pytest.raises(ValueError, match=match):
+        History.from_message_columns({"role": ["user", "assistant"], "content": ["a", "b"]}, offsets)

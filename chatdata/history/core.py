@@ -422,6 +422,9 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
             if not isinstance(o, TensorDict):
                 raise RuntimeError("append along the message dim takes one message per conversation (a 1-D History)")
             n = o.batch_size[0]
+            if n != self.batch_size[0]:
+                raise ValueError(f"append along the message dim adds one message to each conversation: {self.batch_size[0]} "
+                                 f"conversations, got {n} messages (use dim=0 to add a conversation)")
             new = concat_rows(as_ragged(s), RaggedTensorDict(o, torch.arange(n + 1, dtype=torch.int64)))
         else:
             new = RaggedTensorDict.cat([as_ragged(s), single_row(o)])

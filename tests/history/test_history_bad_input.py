@@ -125,3 +125,25 @@ def test_what_the_constructor_accepts_saves_and_loads_back(tmp_path_factory, rol
 def test_from_message_columns_refuses_offsets_that_would_mix_up_messages(offsets, match):
     with pytest.raises(ValueError, match=match):
         History.from_message_columns({"role": ["user", "assistant"], "content": ["a", "b"]}, offsets)
+
+
+_BATCH = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}, {"role": "assistant", "content": "B"}],
+          [{"role": "user", "content": "c"}]]
+
+
+def test_append_of_too_few_messages_to_a_batch_says_what_append_does():
+    h = History.from_chats(_BATCH)
+    with pytest.raises(ValueError, match=r"adds one message to each conversation: 3 conversations, got 2 messages \(use dim=0"):
+        h.append(History.from_chats(_BATCH[1]))
+    assert h.to_chats() == _BATCH  # unchanged
+    with pytest.raises(RuntimeError, match="one less dimension"):
+        History.from_chats(_BATCH[1]).append(h)  # a batch onto one conversation
+
+
+def test_extend_with_an_empty_history_changes_nothing():
+    h = History.from_chats(_BATCH)
+    assert h.extend(History.from_chats([[]])[0:0]).to_chats() == _BATCH
+    conv = History.from_chats(_BATCH[1])
+    assert conv.extend(History.from_chats([])).to_chats() == _BATCH[1]
+    with pytest.raises(ValueError, match="cannot extend 3 conversations with 0 rows"):
+        h.extend(History.from_chats([[]])[0:0], dim=-1)

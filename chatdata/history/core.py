@@ -183,6 +183,19 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
             normalize_storage(storage)
         return self
 
+    def __setitem__(self, index, value) -> None:
+        """``h["role"] = ...`` sets a field (:meth:`set`); ``h[i] = message`` writes messages (a
+        History, or message dicts, checked as :meth:`from_chats` checks them) into a conversation
+        or a batch of equal-length conversations."""
+        if isinstance(index, str):
+            self.set(index, value)
+            return
+        value = _as_history(value, "item assignment")
+        if isinstance(self._storage, RaggedTensorDict):
+            raise TypeError("cannot assign messages by index into a batch of conversations of different lengths; "
+                            "build a new History (from_chats, append, extend) or set a whole field (h.role = [[...], ...])")
+        self._storage[_int_index(index)] = _storage_of(value)
+
     def __repr__(self) -> str:
         from ..td.core import indent, leaf_repr
 

@@ -147,3 +147,23 @@ def test_extend_with_an_empty_history_changes_nothing():
     assert conv.extend(History.from_chats([])).to_chats() == _BATCH[1]
     with pytest.raises(ValueError, match="cannot extend 3 conversations with 0 rows"):
         h.extend(History.from_chats([[]])[0:0], dim=-1)
+
+
+def test_item_assignment_checks_messages_as_from_chats_does():
+    conv = History.from_chats([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    with pytest.raises(ValueError, match=r"'role' must be a str, got int"):
+        conv[0] = {"role": 3, "content": "q"}  # was stored as role=tensor(3)
+    with pytest.raises(TypeError, match="takes a History"):
+        conv[0] = 5
+    conv[1] = {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}], "name": "x"}
+    conv[0] = History(role="system", content="s")
+    assert conv.to_chats() == [{"role": "system", "content": "s"},
+                               {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}], "name": "x"}]
+
+
+def test_item_assignment_into_a_ragged_batch_says_what_to_do_instead():
+    h = History.from_chats(_BATCH)
+    with pytest.raises(TypeError, match="cannot assign messages by index into a batch of conversations of different lengths"):
+        h[0] = History.from_chats(_BATCH[0])  # was: 'RaggedTensorDict' object does not support item assignment
+    h["role"] = [["x"], ["y", "z"], ["w"]]
+    assert h.role == [["x"], ["y", "z"], ["w"]]

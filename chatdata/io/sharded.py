@@ -72,6 +72,10 @@ def _kind_of(obj) -> str:
     return type(obj).__name__
 
 
+def kind_is_history(obj) -> bool:
+    return _kind_of(obj) == "History"
+
+
 def _items(obj) -> int:
     return int(obj.batch_size[0]) if obj.batch_size else 1
 
@@ -229,6 +233,9 @@ class ShardedDataset(LazyShards):
             if self.kind is not None and _kind_of(obj) != self.kind:
                 raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds a {_kind_of(obj)}, "
                                     f"the manifest says its shards hold {self.kind}")
+            if kind_is_history(obj) and obj.ndim != 2:  # a single message or a 3-D batch is not a set of conversations
+                raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds a History of batch "
+                                    f"{tuple(obj.batch_size)}, not a batch of conversations")
             if _items(obj) != entry["items"]:
                 raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds {_items(obj)} "
                                     f"items, the manifest says {entry['items']}")
@@ -278,6 +285,13 @@ class ShardedDataset(LazyShards):
 
         if isinstance(obj, History) and obj.ndim == 1:
             obj = obj.unsqueeze(0)
+        if isinstance(obj, History) and obj.ndim != 2:
+            raise ValueError(f"append takes a batch of conversations (batch (n, -1)) or one conversation, got a History of "
+                             f"batch {tuple(obj.batch_size)}" + (" (one message: unsqueeze(0) makes it a conversation)"
+                                                                 if obj.ndim == 0 else ""))
+        if not callable(getattr(obj, "memmap", None)):
+            raise TypeError(f"append takes a History or a ragged token set, got {type(obj).__name__}"
+                            + (" (History.from_chats(chats) makes one from message dicts)" if isinstance(obj, (list, tuple, dict)) else ""))
         kind = _kind_of(obj)
         name = f"{SHARDS}/{new_shard_name()}"
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)

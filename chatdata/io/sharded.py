@@ -72,7 +72,7 @@ def _kind_of(obj) -> str:
     return type(obj).__name__
 
 
-def kind_is_history(obj) -> bool:
+def _is_history(obj) -> bool:
     return _kind_of(obj) == "History"
 
 
@@ -233,7 +233,7 @@ class ShardedDataset(LazyShards):
             if self.kind is not None and _kind_of(obj) != self.kind:
                 raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds a {_kind_of(obj)}, "
                                     f"the manifest says its shards hold {self.kind}")
-            if kind_is_history(obj) and obj.ndim != 2:  # a single message or a 3-D batch is not a set of conversations
+            if _is_history(obj) and obj.ndim != 2:  # a single message or a 3-D batch is not a set of conversations
                 raise _format_error(f"{self.path / MANIFEST}: shard {k} ({entry['path']}) holds a History of batch "
                                     f"{tuple(obj.batch_size)}, not a batch of conversations")
             if _items(obj) != entry["items"]:

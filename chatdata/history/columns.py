@@ -36,7 +36,7 @@ import torch
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td.nontensor import Pool
 from .content import check_parts
-from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok
+from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok, type_name
 
 __all__ = ["FIELDS", "build_storage", "storage_to_chats", "column", "normalize_storage", "FLAGS_KEY"]
 
@@ -76,22 +76,22 @@ def _locate(flat_index: int, offsets: list[int] | None) -> tuple[int | None, int
 
 def _message_error(msg, where: str) -> str | None:
     if not isinstance(msg, Mapping):
-        return f"{where}: a message must be a dict, got {type(msg).__name__}"
+        return f"{where}: a message must be a dict, got {type_name(msg)}"
     if "role" not in msg:
         return f"{where}: message has no 'role' (keys: {sorted(map(str, msg))})"
-    if not isinstance(msg["role"], str):
-        return f"{where}: 'role' must be a str, got {type(msg['role']).__name__}"
+    if type(msg["role"]) is not str:
+        return f"{where}: 'role' must be a str, got {type_name(msg['role'])}"
     content = msg.get("content")
-    if content is not None and not isinstance(content, str):
+    if content is not None and type(content) is not str:
         err = check_parts(content)
         if err is not None:
             return f"{where}: {err}"
-    if "is_complete" in msg and not isinstance(msg["is_complete"], bool):
-        return f"{where}: 'is_complete' must be a bool, got {type(msg['is_complete']).__name__}"
+    if "is_complete" in msg and type(msg["is_complete"]) is not bool:
+        return f"{where}: 'is_complete' must be a bool, got {type_name(msg['is_complete'])}"
     for key in ("tool_calls", "tool_responses"):
         val = msg.get(key)
         if val is not None and not isinstance(val, list):
-            return f"{where}: {key!r} must be a list or None, got {type(val).__name__}"
+            return f"{where}: {key!r} must be a list or None, got {type_name(val)}"
     return None
 
 
@@ -120,7 +120,7 @@ def _check_texts(texts: list, field: str, offsets, full: list | None = None) -> 
 def _check_json(key, value, i: int, offsets) -> None:
     """A message key and its value must round-trip through a save exactly."""
     if type(key) is not str:
-        err = f"the message key {key!r} ({type(key).__name__}) is not a str; a save would turn it into one"
+        err = f"the message key {key!r} ({type_name(key)}) is not a str; a save would turn it into one"
     else:
         err = text_error(key, f"the message key {key!r}") or json_value_error(value, repr(key))
     if err is not None:

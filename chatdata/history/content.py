@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..td import TensorClass
+from .message_checks import type_name
 
 __all__ = ["ContentBase", "PART_TYPES", "check_parts"]
 
@@ -36,10 +37,10 @@ def check_parts(parts: Any) -> str | None:
         "content part 0 has unknown type 'smell' (known: audio, file, function_call, image, image_url, input_audio, text, video)"
     """
     if not isinstance(parts, list):
-        return f"content must be a str, None or a list of parts, got {type(parts).__name__}"
+        return f"content must be a str, None or a list of parts, got {type_name(parts)}"
     for k, part in enumerate(parts):
         if not isinstance(part, dict):
-            return f"content part {k} must be a dict, got {type(part).__name__}"
+            return f"content part {k} must be a dict, got {type_name(part)}"
         kind = part.get("type")
         if kind not in PART_TYPES:
             return f"content part {k} has unknown type {kind!r} (known: {', '.join(sorted(PART_TYPES))})"

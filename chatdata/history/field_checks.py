@@ -32,7 +32,7 @@ import torch
 from ..td import NonTensorData, NonTensorStack
 from .columns import column
 from .content import check_parts
-from .message_checks import json_value_error, json_values_ok, text_error, texts_ok
+from .message_checks import json_value_error, json_values_ok, text_error, texts_ok, type_name
 
 __all__ = ["field_error", "check_field", "FIELD_RULES"]
 
@@ -52,7 +52,7 @@ _MAX_LIST_DEPTH = 8  # lists of values in an unbatched History: deeper than any 
 def _value_error(name: str, v) -> str | None:
     types, what = FIELD_RULES[name]
     if type(v) not in types:
-        return f"{name!r} must be {what}, got {type(v).__name__}"
+        return f"{name!r} must be {what}, got {type_name(v)}"
     if type(v) is str:
         return text_error(v, repr(name))
     if name == "content" and type(v) is list:
@@ -138,7 +138,7 @@ def check_field(td, name: str) -> None:
     elif isinstance(entry, torch.Tensor) and name == "is_complete" and entry.dtype is torch.bool:
         err = None
     else:
-        what = f"a {entry.dtype} tensor" if isinstance(entry, torch.Tensor) else f"a {type(entry).__name__}"
+        what = f"a {entry.dtype} tensor" if isinstance(entry, torch.Tensor) else f"a {type_name(entry)}"
         err = f"{name!r} must be {FIELD_RULES[name][1]}, got {what}"
     if err is not None:
         raise ValueError(f"History: {err}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 from itertools import chain, compress
 from operator import not_
 
-__all__ = ["json_value_error", "text_error", "content_rule_error", "texts_ok", "json_values_ok", "MAX_DEPTH"]
+__all__ = ["json_value_error", "text_error", "content_rule_error", "texts_ok", "json_values_ok", "type_name", "MAX_DEPTH"]
 
 MAX_DEPTH = 512
 _SCALARS = (int, float, bool, type(None))
@@ -32,6 +32,26 @@ _NEEDS_CONTENT = ("user", "system", "tool")
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _JSON_TYPES = frozenset({str, int, float, bool, type(None), list, dict})
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def type_name(value) -> str:
+    """The name of ``value``'s type for an error message: a builtin's bare name, else the
+    qualified name (numpy's ``bool`` is not Python's) with what to do about it.
+
+    Example:
+        >>> import numpy as np
+        >>> type_name(3), type_name(np.bool_(True))
+        ('int', 'numpy.bool (a numpy scalar: use .item())')
+    """
+    t = type(value)
+    if t.__module__ == "builtins":
+        return t.__name__
+    name = f"{t.__module__}.{t.__qualname__}"
+    if t.__module__.split(".")[0] == "numpy":
+        return f"{name} (a numpy scalar: use .item())"
+    if isinstance(value, str):
+        return f"{name} (a str subclass: pass a plain str)"
+    return name
 
 
 def texts_ok(texts) -> bool:
@@ -129,7 +149,7 @@ def json_value_error(value, field: str) -> str | None:
         elif t is dict:
             for k, x in v.items():
                 if type(k) is not str:
-                    return (f"{field}{_show(path)} has the key {k!r} ({type(k).__name__}), which a save "
+                    return (f"{field}{_show(path)} has the key {k!r} ({type_name(k)}), which a save "
                             "would turn into a string; use str keys")
                 err = text_error(k, f"{field}{_show(path)} key {k!r}")
                 if err:
@@ -138,7 +158,7 @@ def json_value_error(value, field: str) -> str | None:
         elif t is tuple:
             return f"{field}{_show(path)} is a tuple, which a save would turn into a list; use a list"
         else:
-            return (f"{field}{_show(path)} is a {t.__name__}, which a save cannot keep exactly (messages "
+            return (f"{field}{_show(path)} is a {type_name(v)}, which a save cannot keep exactly (messages "
                     "hold str, int, float, bool, None, lists and dicts with str keys)")
     return None
 

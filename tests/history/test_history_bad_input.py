@@ -5,11 +5,18 @@ Before, the constructor took anything: ``role=None`` gave a History whose every 
 render, save) was a bare ``KeyError: 'role'``; ``content=3`` / ``{"a": 1}`` saved without a word
 and the saved folder then failed to load as "corrupt"; ``is_complete="no"`` made ``to_chats`` say
 the History column was corrupt; a lone surrogate reached the tokenizer as a UnicodeEncodeError."""
+import enum
+
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
 from chatdata import ContentBase, History, load_memmap
+
+
+class _Role(str, enum.Enum):
+    user = "user"
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -167,3 +174,18 @@ def test_item_assignment_into_a_ragged_batch_says_what_to_do_instead():
         h[0] = History.from_chats(_BATCH[0])  # was: 'RaggedTensorDict' object does not support item assignment
     h["role"] = [["x"], ["y", "z"], ["w"]]
     assert h.role == [["x"], ["y", "z"], ["w"]]
+
+
+@pytest.mark.parametrize("msg, match", [
+    ({"role": np.str_("user"), "content": "a"}, r"message 0: 'role' must be a str, got numpy.str_ \(a numpy scalar: use .item\(\)\)"),
+    ({"role": _Role.user, "content": "a"}, r"'role' must be a str, got .*_Role \(a str subclass: pass a plain str\)"),
+    ({"role": "user", "content": np.str_("a")}, r"content must be a str, None or a list of parts, got numpy.str_"),
+    ({"role": "user", "content": "a", "is_complete": np.bool_(False)}, r"'is_complete' is a numpy.bool \(a numpy scalar"),
+    ({"role": "user", "content": "a", "weight": np.float32(0.5)}, r"'weight' is a numpy.float32 \(a numpy scalar: use .item\(\)\)"),
+], ids=["numpy str role", "str enum role", "numpy str content", "numpy bool", "numpy float"])
+def test_numpy_scalars_and_str_subclasses_are_named_with_what_to_do(msg, match):
+    # a numpy str role gave 'ValueError: invalid chats'; numpy's bool was called "a bool"
+    with pytest.raises(ValueError, match=match):
+        History.from_chats([msg])
+    with pytest.raises(ValueError, match=match.replace("message 0: ", "")):
+        History.from_chats([[{"role": "user", "content": "x"}], [msg]])

@@ -90,8 +90,10 @@ def field_error(name: str, values: list, batch_size, constant: bool = False) -> 
         return None
     if constant:
         err = _value_error(name, values[0])
-        if err is not None and not batch_size and type(values[0]) is list:
-            return _list_error(name, values[0], err)
+        v = values[0]
+        parts = name == "content" and type(v) is list and v and all(type(p) is dict for p in v)  # parts, not values
+        if err is not None and not batch_size and type(v) is list and not parts:
+            return _list_error(name, v, err)
         return err
     for i, v in enumerate(values):
         err = _value_error(name, v)

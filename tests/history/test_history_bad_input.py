@@ -189,3 +189,13 @@ def test_numpy_scalars_and_str_subclasses_are_named_with_what_to_do(msg, match):
         History.from_chats([msg])
     with pytest.raises(ValueError, match=match.replace("message 0: ", "")):
         History.from_chats([[{"role": "user", "content": "x"}], [msg]])
+
+
+@pytest.mark.parametrize("content, match", [
+    (ContentBase(type="smell"), r"^History: content part 0 has unknown type 'smell' \(known: [a-z_, ]+\)$"),
+    (ContentBase(type="text", text=3), r"^History: content part 0 of type 'text' needs a str 'text'$"),
+    ([{"type": "text", "text": "a"}, {"type": "smell"}], r"^History: content part 1 has unknown type 'smell'"),
+])
+def test_bad_content_parts_are_named_as_parts(content, match):
+    with pytest.raises(ValueError, match=match):
+        History(role="user", content=content)

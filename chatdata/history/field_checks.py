@@ -11,7 +11,8 @@ History built either way holds only what it can render, save and load back:
 ``extra``           a dict (str keys) or None
 =================== =====================================================
 
-Every value must also survive a save exactly (no lone surrogates, tuples, sets or non-str keys:
+``extra`` may not hold the keys of the other fields (``extra={"role": "system"}`` would override the
+role in ``to_chats`` and rendering). Every value must also survive a save exactly (no lone surrogates, tuples, sets or non-str keys:
 :mod:`chatdata.history.message_checks`). A History of batch ``()`` may hold lists of such values
 (``History(role=["user", "assistant"], content=["a", "b"])``: torchrl's unbatched conversation).
 
@@ -25,6 +26,8 @@ Example:
     True
 """
 from __future__ import annotations
+
+from itertools import chain
 
 import numpy as np
 import torch
@@ -46,6 +49,7 @@ FIELD_RULES = {
     "tool_responses": ({list, _NONE}, "a list or None"),
     "extra": ({dict, _NONE}, "a dict or None"),
 }
+_FIELDS = frozenset(FIELD_RULES) - {"extra"}  # keys extra may not hold: to_chats would mix them up
 _MAX_LIST_DEPTH = 8  # lists of values in an unbatched History: deeper than any batch
 
 
@@ -53,6 +57,10 @@ def _value_error(name: str, v) -> str | None:
     types, what = FIELD_RULES[name]
     if type(v) not in types:
         return f"{name!r} must be {what}, got {type_name(v)}"
+    if name == "extra" and v and not _FIELDS.isdisjoint(v):
+        key = next(k for k in v if k in _FIELDS)
+        return (f"'extra' holds the key {key!r}, a History field of its own (to_chats would let it override the "
+                f"field); set {key}= instead")
     if type(v) is str:
         return text_error(v, repr(name))
     if name == "content" and type(v) is list:
@@ -72,6 +80,8 @@ def _values_ok(name: str, values: list) -> bool:
         if types != {str} and any(check_parts(v) for v in values if type(v) is list):
             return False
         return texts_ok([v for v in values if type(v) is str]) if list not in types else json_values_ok(values)
+    if name == "extra" and not _FIELDS.isdisjoint(chain.from_iterable(v for v in values if type(v) is dict)):
+        return False
     return name == "is_complete" or json_values_ok(values)
 
 

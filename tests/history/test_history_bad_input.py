@@ -199,3 +199,14 @@ def test_numpy_scalars_and_str_subclasses_are_named_with_what_to_do(msg, match):
 def test_bad_content_parts_are_named_as_parts(content, match):
     with pytest.raises(ValueError, match=match):
         History(role="user", content=content)
+
+
+@pytest.mark.parametrize("key", ["role", "content", "is_complete", "tool_calls", "tool_responses"])
+def test_extra_may_not_hold_a_field_of_its_own(key):
+    # History(role="user", content="a", extra={"role": "system"}) rendered and read back as a system turn
+    with pytest.raises(ValueError, match=rf"'extra' holds the key {key!r}, a History field of its own.*set {key}= instead"):
+        History(role="user", content="a", extra={"name": "n", key: "system"})
+    h = History.from_chats([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    with pytest.raises(ValueError, match=rf"message 1: 'extra' holds the key {key!r}"):
+        h.extra = [None, {key: "x"}]
+    assert h.to_chats() == [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]

@@ -20,7 +20,7 @@ The check of a column is a few passes over its values (a set of their types, one
 of its strings); only when it fails is each value looked at, to name the first culprit.
 
 Example:
-    >>> field_error("role", [3], ())
+    >>> field_error("role", [3], (), constant=True)
     "'role' must be a str, got int"
     >>> field_error("content", ["hi", None, [{"type": "text", "text": "x"}]], (3,)) is None
     True

@@ -22,6 +22,9 @@ def _chats_of(history) -> tuple[list, bool]:
     """(list of conversations, whether the History was a single conversation)."""
     chats = history.to_chats()
     if history.ndim == 0:
+        if type(chats.get("role")) is list:
+            raise ValueError("this History has no batch dims but holds lists (torchrl's unbatched form): build it with "
+                             "batch_size=(n_messages,) or with History.from_chats to render it")
         return [[chats]], True
     if history.ndim == 1:
         chats, single = [chats], True

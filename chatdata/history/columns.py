@@ -157,7 +157,7 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
     n = len(flat)
     try:
         roles = [m["role"] for m in flat]
-    except (KeyError, TypeError):
+    except Exception:  # KeyError, TypeError, or whatever a non-dict's [] raises (a numpy scalar: IndexError)
         raise ValueError(_first_error(flat, offsets)) from None
     if n and set(map(type, roles)) != {str}:
         raise ValueError(_first_error(flat, offsets))

@@ -29,7 +29,7 @@ from ..td import cat
 from ..td.tensorclass import register_tensorclass
 from .columns import DEFAULTS, FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
-from .field_checks import FIELD_RULES, check_field
+from .field_checks import FIELD_RULES, check_content_rule, check_field
 from .ragged_ops import as_ragged, concat_rows, single_row
 
 __all__ = ["History"]
@@ -133,13 +133,16 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         self.__dict__["_tensordict"] = value
 
     def __init__(self, *args, batch_size=None, device=None, names=None, **kwargs):
+        self.__dict__["_building"] = True
         super().__init__(*args, batch_size=() if batch_size is None else batch_size, device=device, **kwargs)
 
     def __post_init__(self):
+        self.__dict__.pop("_building", None)
         storage = self._storage
         if "role" not in storage._tensordict:  # role=None: the constructor left it unset
             raise ValueError("History: 'role' must be a str (one per message), got None")
         normalize_storage(storage)
+        check_content_rule(storage)
 
     def set(self, key, value, inplace: bool = False, non_blocking: bool = False):
         """Set a field; ``None`` resets it to its default, nested lists set a ragged batch.
@@ -156,6 +159,8 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         self._set(key, name, value, inplace)
         try:
             check_field(td, name)
+            if name == "content" and not self.__dict__.get("_building"):  # the constructor checks it once, at the end
+                check_content_rule(td)
         except ValueError:
             if old is None:
                 td._tensordict.pop(name, None)

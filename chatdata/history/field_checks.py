@@ -13,8 +13,10 @@ History built either way holds only what it can render, save and load back:
 
 ``extra`` may not hold the keys of the other fields (``extra={"role": "system"}`` would override the
 role in ``to_chats`` and rendering). Every value must also survive a save exactly (no lone surrogates, tuples, sets or non-str keys:
-:mod:`chatdata.history.message_checks`). A History of batch ``()`` may hold lists of such values
+:mod:`chatdata.history.message_checks`). A History of batch ``()`` may hold lists of roles and contents
 (``History(role=["user", "assistant"], content=["a", "b"])``: torchrl's unbatched conversation).
+A message whose content is None follows the content rule of ``from_chats``
+(:func:`~chatdata.history.message_checks.content_rule_error`).
 
 The check of a column is a few passes over its values (a set of their types, one strict encode
 of its strings); only when it fails is each value looked at, to name the first culprit.
@@ -35,9 +37,9 @@ import torch
 from ..td import NonTensorData, NonTensorStack
 from .columns import column
 from .content import check_parts
-from .message_checks import json_value_error, json_values_ok, text_error, texts_ok, type_name
+from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok, type_name
 
-__all__ = ["field_error", "check_field", "FIELD_RULES"]
+__all__ = ["field_error", "check_field", "check_content_rule", "FIELD_RULES"]
 
 _NONE = type(None)
 # the types each field's values may have, and how to say it
@@ -50,7 +52,9 @@ FIELD_RULES = {
     "extra": ({dict, _NONE}, "a dict or None"),
 }
 _FIELDS = frozenset(FIELD_RULES) - {"extra"}  # keys extra may not hold: to_chats would mix them up
-_MAX_LIST_DEPTH = 8  # lists of values in an unbatched History: deeper than any batch
+_MAX_LIST_DEPTH = 8
+# torchrl's unbatched conversation: a History of batch () holding a list of roles and of contents
+_UNBATCHED_LISTS = ("role", "content")  # lists of values in an unbatched History: deeper than any batch
 
 
 def _value_error(name: str, v) -> str | None:
@@ -102,7 +106,7 @@ def field_error(name: str, values: list, batch_size, constant: bool = False) -> 
         err = _value_error(name, values[0])
         v = values[0]
         parts = name == "content" and type(v) is list and v and all(type(p) is dict for p in v)  # parts, not values
-        if err is not None and not batch_size and type(v) is list and not parts:
+        if err is not None and not batch_size and type(v) is list and not parts and name in _UNBATCHED_LISTS:
             return _list_error(name, v, err)
         return err
     for i, v in enumerate(values):
@@ -154,3 +158,31 @@ def check_field(td, name: str) -> None:
         err = f"{name!r} must be {FIELD_RULES[name][1]}, got {what}"
     if err is not None:
         raise ValueError(f"History: {err}")
+
+
+def check_content_rule(td) -> None:
+    """Raise ``ValueError`` for a message of the storage ``td`` whose content is None (or unset)
+    where the content rule wants some: a user, system or tool message; an assistant message
+    without tool calls or reasoning. Only messages without content are looked at.
+
+    Example:
+        >>> from chatdata.td import TensorDict
+        >>> check_content_rule(TensorDict({"role": ["user", "assistant"], "content": ["a", None],
+        ...                                "tool_calls": [None, [{"id": "1"}]]}, batch_size=[2]))
+    """
+    entries = td._tensordict
+    content = entries.get("content")
+    if isinstance(content, NonTensorData) and content.data is not None:
+        return  # one content for all messages (a list at batch (): torchrl's unbatched lists)
+    contents = column(td, "content") if content is not None else [None] * td.numel()
+    if None not in contents:
+        return
+    roles, calls, extras = column(td, "role"), column(td, "tool_calls"), column(td, "extra")
+    for i in (i for i, c in enumerate(contents) if c is None):
+        if type(roles[i]) is not str:  # torchrl's unbatched lists: no one message to check
+            continue
+        msg = {"role": roles[i], "content": None, "tool_calls": calls[i], **(extras[i] or {})}
+        err = content_rule_error(msg, None)
+        if err is not None:
+            where = _where(i, td.batch_size) if td.batch_size else ""
+            raise ValueError(f"History: {where}{err}")

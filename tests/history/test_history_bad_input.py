@@ -115,7 +115,7 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
        data=st.data())
 def test_what_the_constructor_accepts_saves_and_loads_back(tmp_path_factory, roles, data):
     n = len(roles)
-    contents = data.draw(st.lists(_text | st.none() | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}),
+    contents = data.draw(st.lists(_text | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}),
                                                                 max_size=2), min_size=n, max_size=n))
     h = History(role=roles, content=contents, batch_size=(n,))
     path = tmp_path_factory.mktemp("h")
@@ -210,3 +210,37 @@ def test_extra_may_not_hold_a_field_of_its_own(key):
     with pytest.raises(ValueError, match=rf"message 1: 'extra' holds the key {key!r}"):
         h.extra = [None, {key: "x"}]
     assert h.to_chats() == [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(role="user", content=None), r"^History: a 'user' message needs 'content' \(got None\)$"),
+    (dict(role=["system", "tool"], content=["s", None], batch_size=(2,)), r"message 1: a 'tool' message needs 'content'"),
+    (dict(role="assistant", content=None), r"an 'assistant' message without 'content' must have 'tool_calls' or 'reasoning_content'"),
+], ids=["user", "tool in a conversation", "bare assistant"])
+def test_the_constructor_applies_the_content_rule_of_from_chats(kwargs, match):
+    # History(role="user", content=None) rendered as "'dict object' has no attribute 'content'"
+    with pytest.raises(ValueError, match=match):
+        History(**kwargs)
+
+
+def test_content_none_where_the_rule_allows_it():
+    assert History(role="assistant", content=None, tool_calls=[{"id": "1"}]).to_chats()["tool_calls"] == [{"id": "1"}]
+    assert History(role="assistant", content=None, extra={"reasoning_content": "r"}).content is None
+    h = History.from_chats([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    with pytest.raises(ValueError, match=r"message 0: a 'user' message needs 'content'"):
+        h.content = None
+    assert h.content == ["a", "b"]
+
+
+def test_unbatched_lists_say_how_to_render_them():
+    h = History(role=["user", "assistant"], content=["a", "b"])
+    with pytest.raises(ValueError, match=r"no batch dims but holds lists.*batch_size=\(n_messages,\)"):
+        h.apply_chat_template(chat_template_name="chatml_format")
+    with pytest.raises(ValueError, match=r"'is_complete' must be a bool, got list"):
+        History(role=["user", "assistant"], content=["a", "b"], is_complete=[True, False])  # to_chats called it corrupt
+
+
+def test_a_numpy_scalar_among_messages_is_named():
+    # was IndexError: invalid index to scalar variable
+    with pytest.raises(ValueError, match=r"message 1: a message must be a dict, got numpy.int64"):
+        History.from_chats([{"role": "user", "content": "a"}, np.int64(1)])

@@ -102,12 +102,48 @@ def stack_from_strings(arr):
 
 def strip_nulls(value):
     """``value`` with every None-valued dict key removed, recursively (Arrow fills the keys a
-    struct row lacks with null; they read back as absent)."""
+    struct row lacks with null; they read back as absent). A value nested past Python's recursion
+    limit is walked without recursion.
+
+    Example:
+        >>> strip_nulls([{"a": 1, "b": None}, {"c": [{"d": None}]}])
+        [{'a': 1}, {'c': [{}]}]
+    """
+    try:
+        return _strip(value)
+    except RecursionError:
+        return _strip_deep(value)
+
+
+def _strip(value):
     if type(value) is dict:
-        return {k: strip_nulls(v) for k, v in value.items() if v is not None}
+        return {k: _strip(v) for k, v in value.items() if v is not None}
     if type(value) is list:
-        return [strip_nulls(v) for v in value]
+        return [_strip(v) for v in value]
     return value
+
+
+def _strip_deep(value):
+    """:func:`_strip` with an explicit stack: each container is copied, then its copy filled."""
+    def fresh(v):
+        return {} if type(v) is dict else [] if type(v) is list else v
+
+    root = fresh(value)
+    if root is value:  # not a container
+        return value
+    stack = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        items = ((k, v) for k, v in src.items() if v is not None) if type(src) is dict else enumerate(src)
+        for k, v in items:
+            new = fresh(v)
+            if type(dst) is dict:
+                dst[k] = new
+            else:
+                dst.append(new)
+            if new is not v:
+                stack.append((v, new))
+    return root
 
 
 def _same(a, b) -> bool:
@@ -147,8 +183,8 @@ def python_array(values: list, as_text: bool = False):
         if pa.types.is_null(arr.type) or (not _has_empty_struct(pa, arr.type)
                                           and _same(strip_nulls(arr.to_pylist()), values)):
             return arr, False
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
-        pass
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, RecursionError):
+        pass  # RecursionError: a value nested deeper than the typed round-trip check can walk; JSON text keeps it
     import json
 
     texts = [None if v is None else json.dumps(v, ensure_ascii=False) for v in values]

@@ -115,22 +115,25 @@ def exact_type(t) -> bool:
         (True, False)
     """
     ids = _EXACT_IDS or _exact_ids()
-    tid = t.id
-    if tid == ids[0]:  # struct; one without fields ({}) cannot be written to Parquet
-        if not t.num_fields:
+    stack = [t]  # a walk, not a recursion: a type nested 500 levels deep is fine
+    while stack:
+        t = stack.pop()
+        tid = t.id
+        if tid == ids[0]:  # struct; one without fields ({}) cannot be written to Parquet
+            if not t.num_fields:
+                return False
+            for i in range(t.num_fields):
+                f = t.field(i)
+                try:
+                    f.name  # noqa: B018 - decodes it: a name read from a file may not be UTF-8
+                except UnicodeDecodeError:
+                    return False
+                stack.append(f.type)
+        elif tid in ids[1]:  # list, large_list
+            stack.append(t.value_type)
+        elif tid not in ids[2]:
             return False
-        for i in range(t.num_fields):
-            f = t.field(i)
-            try:
-                f.name  # noqa: B018 - decodes it: a name read from a file may not be UTF-8
-            except UnicodeDecodeError:
-                return False
-            if not exact_type(f.type):
-                return False
-        return True
-    if tid in ids[1]:  # list, large_list
-        return exact_type(t.value_type)
-    return tid in ids[2]
+    return True
 
 
 _EXACT_IDS: tuple = ()

@@ -9,6 +9,7 @@ import json
 import shutil
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from chatdata import FormatError, History, open_dataset
 
@@ -78,3 +79,31 @@ def test_indices_at_shard_boundaries_with_an_empty_shard_between(tmp_path, i):
     ds = open_dataset(tmp_path / "c")
     assert ds[i].to_chats() == CHATS[i]
     assert ds[i:i + 2 if i != -1 else None].to_chats() == CHATS[i:i + 2 if i != -1 else None]
+
+
+def test_deeply_nested_tool_calls_go_to_arrow_as_json_text(tmp_path):
+    # from_chats takes values up to 512 levels deep; to_arrow was a bare RecursionError past ~500
+    v = 1
+    for _ in range(505):
+        v = [v]
+    chats = [[{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": v}}}]}]]
+    h = History.from_chats(chats)
+    assert History.from_arrow(h.to_arrow()).to_chats() == chats
+    w = open_dataset(tmp_path / "c", mode="a")
+    w.append(h)
+    assert History.from_arrow(open_dataset(tmp_path / "c").to_arrow()).to_chats() == chats
+
+
+_json = st.recursive(st.none() | st.integers() | st.text(max_size=2),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2), c, max_size=3), max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_strip_nulls_past_the_recursion_limit_equals_the_shallow_walk(value):
+    from chatdata.io.arrow_columns import strip_nulls
+
+    deep, want = value, strip_nulls(value)
+    for _ in range(1200):  # past Python's recursion limit: the walk without recursion
+        deep, want = [deep], [want]
+    assert strip_nulls(deep) == want

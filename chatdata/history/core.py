@@ -339,9 +339,6 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         offsets = offsets.to(torch.int64)
         if offsets.ndim != 1 or offsets.numel() < 1 or int(offsets[0]) != 0:
             raise ValueError("offsets must be a 1-D int64 sequence starting at 0")
-        if bool((offsets[1:] < offsets[:-1]).any()):  # chats would overlap: messages repeated, others lost
-            k = int((offsets[1:] < offsets[:-1]).nonzero()[0])
-            raise ValueError(f"offsets must not decrease: offsets[{k + 1}] = {int(offsets[k + 1])} < offsets[{k}] = {int(offsets[k])}")
         n = int(offsets[-1])
         unknown = set(columns) - {*cls._field_names, FLAGS_KEY}
         if unknown or not {"role", "content"} <= set(columns):

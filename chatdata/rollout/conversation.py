@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from .core import Rollout
+from .inputs import chat_messages
 
 __all__ = ["Conversation"]
 
@@ -50,7 +51,7 @@ class Conversation:
                  chat_template_name: str | None = None, tools: Any = None, **template_kwargs: Any) -> None:
         self._config = dict(tokenizer=tokenizer, chat_template=chat_template, chat_template_name=chat_template_name,
                             tools=tools, **template_kwargs)
-        self._ro = Rollout([list(messages)], **self._config)
+        self._ro = Rollout([chat_messages(0, messages, "Conversation")], **self._config)
         self._turns: list[tuple[int, int, int]] = []  # (message index, first id, end) per generated turn
 
     # -- reading ------------------------------------------------------------------------------
@@ -127,8 +128,8 @@ class Conversation:
             True
         """
         msgs = self.messages
-        if not 1 <= n_messages <= len(msgs):
-            raise ValueError(f"fork: n_messages must be in [1, {len(msgs)}], got {n_messages}")
+        if not isinstance(n_messages, int) or isinstance(n_messages, bool) or not 1 <= n_messages <= len(msgs):
+            raise ValueError(f"fork: n_messages must be in [1, {len(msgs)}] (an int), got {n_messages!r}")
         keep = [t for t in self._turns if t[0] < n_messages]
         first = keep[0][0] if keep else n_messages
         new = Conversation(msgs[:first], **self._config)

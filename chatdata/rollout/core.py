@@ -36,6 +36,7 @@ from .buffers import TokenRow
 from .delta import _WHOLE, TurnDelta
 from .extras import ExtrasSpec, RowSide, check_extras
 from .facts import TemplateFacts, facts_for_renderer
+from .inputs import chat_messages, per_row, response_ids, response_logprobs, row_indices
 from .per_turn import build_tokens
 
 __all__ = ["Rollout"]
@@ -105,7 +106,11 @@ class Rollout:
             self._encode_fast, self._decode_fast = backend.encode, backend.decode
             if twin_allowed():  # the verified tiktoken twin: same ids, faster (None when there is none)
                 self._twin = tiktoken_bpe_for(tokenizer)
-        self._rows = [_Row(c) for c in _as_chats(history)]
+        try:
+            self._vocab_size: int | None = len(tokenizer)  # ids the tokenizer can decode: [0, len)
+        except TypeError:
+            self._vocab_size = None
+        self._rows = [_Row(chat_messages(i, c, "Rollout")) for i, c in enumerate(_as_chats(history))]
         self._sides = [RowSide() for _ in self._rows]  # turn spans and extras (rollout/extras.py)
         self._extras = ExtrasSpec()
         for i, row in enumerate(self._rows):
@@ -148,25 +153,7 @@ class Rollout:
         return torch.Size([len(self._rows), -1])
 
     def _row_indices(self, rows: Any, n_items: int | None, what: str) -> list[int]:
-        b = len(self._rows)
-        if rows is None:
-            idx = list(range(b))
-        else:
-            if isinstance(rows, torch.Tensor):
-                if rows.dtype == torch.bool:
-                    rows = rows.nonzero().flatten()
-                rows = rows.tolist()
-            elif isinstance(rows, int):
-                rows = [rows]
-            idx = []
-            for r in rows:
-                if not isinstance(r, int) or isinstance(r, bool):
-                    raise TypeError(f"{what}: rows must be ints, got {r!r}")
-                if not -b <= r < b:
-                    raise IndexError(f"{what}: row {r} does not exist (the rollout has {b} rows)")
-                idx.append(r % b)
-            if len(set(idx)) != len(idx):
-                raise ValueError(f"{what}: rows {rows} name a row twice")
+        idx = row_indices(rows, len(self._rows), what)
         if n_items is not None and n_items != len(idx):
             raise ValueError(f"{what}: got {n_items} items for {len(idx)} rows")
         return idx
@@ -204,32 +191,18 @@ class Rollout:
             >>> ro.history.to_chats()[0][-1]
             {'role': 'assistant', 'content': '4'}
         """
-        if isinstance(ids, torch.Tensor):
-            if ids.is_nested:
-                ids = list(ids.unbind())
-            elif ids.ndim == 1:
-                ids = [ids]
-            else:
-                raise ValueError(f"add_response takes one 1-D id tensor per row (a list, or a nested tensor), got a "
-                                 f"tensor of shape {tuple(ids.shape)}: padding would be kept as generated ids")
+        ids = per_row(ids, "id")
+        logprobs = None if logprobs is None else per_row(logprobs, "logprob")
         idx = self._row_indices(rows, len(ids), "add_response")
         if logprobs is not None and len(logprobs) != len(idx):
             raise ValueError(f"add_response: got {len(logprobs)} logprob tensors for {len(idx)} rows")
         checked = []
         for k, i in enumerate(idx):
-            t = ids[k] if isinstance(ids[k], torch.Tensor) else torch.as_tensor(ids[k])
-            if t.ndim != 1:
-                raise ValueError(f"row {i}: a response must be a 1-D tensor of ids, got shape {tuple(t.shape)}")
-            if t.numel() == 0:
-                raise ValueError(f"row {i}: the response is empty (a response holds at least one id)")
-            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-                raise TypeError(f"row {i}: response ids must be integers, got {t.dtype}")
+            t = response_ids(i, ids[k], self._vocab_size)
             lp = None
             if logprobs is not None and logprobs[k] is not None:
-                lp = torch.as_tensor(logprobs[k], dtype=torch.float32)
-                if lp.ndim != 1 or lp.numel() != t.numel():
-                    raise ValueError(f"row {i}: logprobs have shape {tuple(lp.shape)} but the response has {t.numel()} ids")
-            checked.append((i, t.to(torch.int64), lp))
+                lp = response_logprobs(i, logprobs[k], t.numel())
+            checked.append((i, t, lp))
         side = check_extras(extras, idx, [t.numel() for _, t, _ in checked], self._extras)
         for (i, t, lp), ex in zip(checked, side):  # all rows validated first: a bad row changes nothing
             start = len(self._rows[i].tokens)  # == len(prompt_ids()): the prompt the policy was given
@@ -269,17 +242,15 @@ class Rollout:
         """
         if isinstance(msgs, History):
             msgs = _as_chats(msgs)
+        if isinstance(msgs, (str, bytes, Mapping)) or not isinstance(msgs, Sequence):
+            raise TypeError(f"add_messages takes one list of message dicts per row, got {type(msgs).__name__}")
         idx = self._row_indices(rows, len(msgs), "add_messages")
         new = []
         for k, i in enumerate(idx):
             m = msgs[k]
             if isinstance(m, History):
                 m = m.to_chats() if m.ndim == 1 else [m.to_chats()]
-            if isinstance(m, Mapping):
-                m = [m]
-            if not isinstance(m, (list, tuple)) or not all(isinstance(x, Mapping) and isinstance(x.get("role"), str) for x in m):
-                raise TypeError(f"row {i}: add_messages takes a list of message dicts with a str 'role' per row")
-            new.append((i, [dict(x) for x in m]))
+            new.append((i, chat_messages(i, m, "add_messages")))
         for i, m in new:
             row = self._rows[i]
             for msg in m:

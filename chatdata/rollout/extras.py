@@ -138,7 +138,11 @@ def check_extras(extras, idx: list, lengths: list, spec: ExtrasSpec) -> list[dic
         for k, (i, n, v) in enumerate(zip(idx, lengths, _per_row(name, value, len(idx)))):
             if v is None:
                 continue
-            t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+            try:
+                t = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+            except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+                raise TypeError(f"row {i}: extras[{name!r}] must be a tensor (or nested lists of numbers), got "
+                                f"{type(v).__name__} ({err})") from None
             if t.ndim == 0 or t.shape[0] != n:
                 raise ValueError(f"row {i}: extras[{name!r}] has {t.shape[0] if t.ndim else 0} entries along its "
                                  f"first dim but the response has {n} ids")

@@ -1,0 +1,190 @@
+"""Bad or edge-case input to the rollout API (the real Qwen2.5 tokenizer and template): every case
+ends in correct ids, masks, logprobs and history, or in a clear error that names the row and
+changes nothing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from chatdata.rollout import Conversation, Rollout
+
+EOT = "<|im_end|>"
+USER = [{"role": "user", "content": "Wie spät ist es? 🕐"}]
+
+
+def enc(tok, text):
+    return torch.tensor(tok.encode(text, add_special_tokens=False))
+
+
+def snapshot(ro):
+    return [t.clone() for t in ro.prompt_ids()], ro.history.to_chats(), [s.clone() for s in ro.turn_spans()]
+
+
+def unchanged(ro, before):
+    ids, chats, spans = snapshot(ro)
+    return (all(torch.equal(a, b) for a, b in zip(ids, before[0])) and chats == before[1]
+            and all(torch.equal(a, b) for a, b in zip(spans, before[2])))
+
+
+@pytest.mark.parametrize("bad", [-1, "len", 10 ** 7, 2 ** 40])
+def test_ids_outside_the_vocabulary_are_refused_and_change_nothing(qwen, bad):
+    bad = len(qwen) if bad == "len" else bad
+    ro = Rollout([USER, USER], tokenizer=qwen)
+    before = snapshot(ro)
+    ok = enc(qwen, "Zehn." + EOT)
+    with pytest.raises(ValueError, match=rf"row 1: sampled id {bad} is outside the tokenizer's vocabulary \[0, {len(qwen)}\)"):
+        ro.add_response([ok, torch.tensor([19, bad, 151645])])
+    assert unchanged(ro, before)
+    top = torch.tensor([len(qwen) - 1, 151645])  # the last id the tokenizer has is fine
+    ro.add_response([ok, top])
+    assert torch.equal(ro.prompt_ids()[1][-2:], top)
+
+
+def test_id_containers_give_the_same_rollout(qwen):
+    ids = enc(qwen, "Es ist zehn Uhr." + EOT)
+    kept = []
+    for given in (ids, ids.tolist(), tuple(ids.tolist()), ids.to(torch.int32), ids.numpy()):
+        ro = Rollout([USER], tokenizer=qwen)
+        ro.add_response([given])
+        kept.append((ro.tokens()[0]["input_ids"].tolist(), ro.history.to_chats()))
+    assert all(k == kept[0] for k in kept)
+    ro = Rollout([USER], tokenizer=qwen)
+    ro.add_response(ids.numpy())  # one row's ids as one numpy array, like one 1-D tensor
+    assert ro.tokens()[0]["input_ids"].tolist() == kept[0][0]
+
+
+@pytest.mark.parametrize("given, error, match", [
+    (None, TypeError, "row 0: a response must be a 1-D tensor or a list of numbers, got NoneType"),
+    (["a", "b"], TypeError, "row 0: a response must be a 1-D tensor or a list of numbers"),
+    ([1.0, 2.0], TypeError, "row 0: response ids must be integers, got torch.float32"),
+    ([], ValueError, "row 0: the response is empty"),
+    (torch.tensor([1, 2], device="meta"), ValueError, "row 0: the response ids are a meta tensor"),
+])
+def test_ids_that_are_not_ids_are_refused(qwen, given, error, match):
+    ro = Rollout([USER], tokenizer=qwen)
+    before = snapshot(ro)
+    with pytest.raises(error, match=match):
+        ro.add_response([given])
+    with pytest.raises(TypeError, match="add_response takes a list with one id tensor per row, got int"):
+        ro.add_response(5)
+    assert unchanged(ro, before)
+
+
+@pytest.mark.parametrize("value, error, match", [
+    (float("nan"), ValueError, r"row 0: logprobs must be log-probabilities \(<= 0, or -inf\); got nan at position 1"),
+    (float("inf"), ValueError, "got inf at position 1"),
+    (0.5, ValueError, "got 0.5 at position 1"),  # a probability, not its log
+])
+def test_logprobs_that_are_not_log_probabilities_are_refused(qwen, value, error, match):
+    ro = Rollout([USER], tokenizer=qwen)
+    before = snapshot(ro)
+    ids = enc(qwen, "Zehn." + EOT)
+    lp = torch.full((len(ids),), -0.5)
+    lp[1] = value
+    with pytest.raises(error, match=match):
+        ro.add_response([ids], logprobs=[lp])
+    assert unchanged(ro, before)
+
+
+def test_logprob_types_and_lengths(qwen):
+    ids = enc(qwen, "Zehn." + EOT)
+    n = len(ids)
+    ro = Rollout([USER], tokenizer=qwen)
+    before = snapshot(ro)
+    for lp, error, match in ((torch.full((n,), -1 + 0j), TypeError, "row 0: logprobs must be real numbers, got torch.complex64"),
+                             (torch.zeros(n, dtype=torch.bool), TypeError, "logprobs must be real numbers, got torch.bool"),
+                             (["x"] * n, TypeError, "row 0: logprobs must be a 1-D tensor or a list of numbers"),
+                             (torch.zeros(n + 1), ValueError, f"row 0: logprobs have shape \\({n + 1},\\) but the response has {n} ids"),
+                             (torch.zeros(1, n), ValueError, "logprobs have shape")):
+        with pytest.raises(error, match=match):
+            ro.add_response([ids], logprobs=[lp])
+    assert unchanged(ro, before)
+    # -inf (a token the sampler could not have picked, as some engines report it), float64, ints: kept as float32
+    lp = [float("-inf")] + [-1e-3] * (n - 2) + [0]
+    ro.add_response(ids, logprobs=torch.tensor(lp, dtype=torch.float64))  # one row: one 1-D tensor each
+    row = ro.tokens()[0]
+    assert row["logprobs"].dtype == torch.float32
+    assert row["logprobs"][row["assistant_masks"].bool()].tolist() == torch.tensor(lp, dtype=torch.float32).tolist()
+
+
+def test_rows_given_as_numpy_or_a_mask(qwen):
+    ok = enc(qwen, "Zehn." + EOT)
+    ro = Rollout([USER] * 3, tokenizer=qwen)
+    before = snapshot(ro)
+    with pytest.raises(ValueError, match=r"add_response: a bool mask of rows needs one entry per row \(3\), got shape \(2,\)"):
+        ro.add_response([ok], rows=torch.tensor([True, False]))  # was: read as rows [0], silently
+    with pytest.raises(ValueError, match="a bool mask of rows needs one entry per row"):
+        ro.add_response([ok], rows=np.array([False, True]))
+    with pytest.raises(TypeError, match="rows must be ints, got 1.0"):
+        ro.add_response([ok], rows=[1.0])
+    assert unchanged(ro, before)
+    ro.add_response([ok], rows=np.array([True, False, False]))
+    ro.add_response([ok], rows=[np.int64(1)])
+    ro.add_response([ok], rows=np.int32(-1))
+    assert [len(s) for s in ro.turn_spans()] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("start, match", [
+    ([[{"content": "no role"}]], r"row 0: Rollout takes a list of message dicts with a str 'role' per row; message 0 is "
+                                 r"a dict without a str 'role' \(keys: \['content'\]\)"),
+    ([[{"role": "user", "content": "a"}], ["hello"]], "row 1: Rollout takes .* message 0 is str"),
+    ([[{"role": None, "content": "a"}]], "row 0: Rollout takes"),
+])
+def test_starting_messages_without_a_role_are_refused(qwen, start, match):
+    """They were kept in the history but dropped from the ids (or a ValueError from dict())."""
+    with pytest.raises(TypeError, match=match):
+        Rollout(start, tokenizer=qwen)
+
+
+def test_add_messages_and_conversation_take_lists_of_messages(qwen):
+    ro = Rollout([USER], tokenizer=qwen)
+    before = snapshot(ro)
+    with pytest.raises(TypeError, match="add_messages takes one list of message dicts per row, got str"):
+        ro.add_messages("hello")
+    with pytest.raises(TypeError, match="row 0: add_messages takes a list of message dicts with a str 'role' per row; message 1"):
+        ro.add_messages([[{"role": "user", "content": "a"}, {"content": "b"}]])
+    assert unchanged(ro, before)
+    with pytest.raises(TypeError, match="row 0: Conversation takes a list of message dicts per row, got str"):
+        Conversation("hello", tokenizer=qwen)
+    c = Conversation(USER[0], tokenizer=qwen)  # one message dict is one message
+    assert c.messages == USER
+
+
+def test_extras_that_are_not_numbers_are_refused(qwen):
+    ro = Rollout([USER], tokenizer=qwen)
+    before = snapshot(ro)
+    with pytest.raises(TypeError, match=r"row 0: extras\['e'\] must be a tensor \(or nested lists of numbers\), got list"):
+        ro.add_response([enc(qwen, "a" + EOT)], extras={"e": [["x", "y"]]})
+    assert unchanged(ro, before)
+
+
+def test_fork_takes_a_message_count(qwen):
+    c = Conversation(USER, tokenizer=qwen)
+    c.add_response(enc(qwen, "Zehn." + EOT))
+    for bad in (True, "1", 1.0, 0, 3):
+        with pytest.raises(ValueError, match=r"fork: n_messages must be in \[1, 2\] \(an int\)"):
+            c.fork(bad)
+    assert c.fork(2).messages == c.messages
+
+
+def test_tool_messages_before_any_assistant_turn(qwen):
+    tool = {"role": "tool", "content": '{"time": "10:00"}'}
+    ro = Rollout([[tool], USER], tokenizer=qwen)
+    ro.add_messages([[tool]], rows=[1])
+    ro.add_response([enc(qwen, "Zehn Uhr." + EOT)] * 2)
+    ro.add_messages([[tool], [tool]])
+    chats = ro.history.to_chats()
+    assert chats[0] == [tool, {"role": "assistant", "content": "Zehn Uhr."}, tool]
+    assert chats[1] == USER + [tool, {"role": "assistant", "content": "Zehn Uhr."}, tool]
+    for r in range(2):
+        fresh = qwen.apply_chat_template(chats[r], add_generation_prompt=True)["input_ids"]
+        assert ro.prompt_ids()[r].tolist() == fresh
+    assert ro.drift() == [None, None]
+
+
+def test_an_empty_rollout(qwen):
+    ro = Rollout([], tokenizer=qwen)
+    assert len(ro) == 0 and ro.prompt_ids() == [] and ro.drift() == []
+    ro.add_response([])
+    assert ro.tokens().batch_size == torch.Size([0, -1]) and ro.tokens(per_turn=True).batch_size == torch.Size([0, -1])

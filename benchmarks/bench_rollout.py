@@ -82,8 +82,8 @@ def run_ours(tok, start, responses, follow, tools=None, finished=0, floor_texts=
     (paired timings: a load burst hits both sides of a turn alike)."""
     ro = Rollout([start] * (1 + finished), tokenizer=tok, tools=tools)
     rows = None
-    if finished:
-        ro.add_response([responses[0]] * (1 + finished))
+    if finished:  # the other rows took their turn (row 0 starts its loop from its prompt)
+        ro.add_response([responses[0]] * finished, rows=list(range(1, 1 + finished)))
         rows = [0]
     times, floor = [], []
     clock = time.perf_counter

@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -34,6 +34,17 @@ from .core import Rollout
 from .inputs import chat_messages
 
 __all__ = ["Conversation"]
+
+
+class _Mark(NamedTuple):
+    """What :meth:`Conversation.checkpoint` saves."""
+
+    n_messages: int
+    n_prepared: int
+    last_user: int | None
+    pending: torch.Tensor
+    added: bool
+    n_turns: int
 
 
 class Conversation:
@@ -99,19 +110,23 @@ class Conversation:
     def checkpoint(self) -> tuple:
         """A mark to :meth:`rollback` to (taken before adding a request's messages)."""
         row = self._ro._rows[0]
-        return (len(row.messages), len(row.prepared), row.last_user, row.tokens.ids()[row.tokens.committed:].clone())
+        return _Mark(len(row.messages), len(row.prepared), row.last_user,
+                     row.tokens.ids()[row.tokens.committed:].clone(), row.added, len(self._turns))
 
     def rollback(self, mark: tuple) -> None:
         """Drop the messages added since ``mark`` (no turn may have been generated since)."""
-        n_msgs, n_prepared, last_user, pending = mark
+        if not isinstance(mark, _Mark):
+            raise TypeError(f"rollback takes a mark from checkpoint(), got {type(mark).__name__}")
+        n_msgs, n_prepared, last_user, pending, added, n_turns = mark
         row = self._ro._rows[0]
-        if self._turns and self._turns[-1][0] >= n_msgs:
+        if len(self._turns) != n_turns or n_msgs > len(row.messages):
             raise ValueError("rollback: a turn was generated after this checkpoint")
         del row.messages[n_msgs:]
         del row.prepared[n_prepared:]
         row.last_user = last_user
         row.cache = {}
         row.tokens.set_pending(pending)
+        row.added = added
 
     def fork(self, n_messages: int) -> "Conversation":
         """A new conversation holding the first ``n_messages`` messages. Each generated turn it

@@ -43,7 +43,8 @@ __all__ = ["Rollout"]
 
 
 class _Row:
-    __slots__ = ("messages", "prepared", "tokens", "turn", "response", "complete", "last_user", "cache")
+    __slots__ = ("messages", "prepared", "tokens", "turn", "response", "complete", "last_user", "cache", "start",
+                 "added")
 
     def __init__(self, messages: list[dict]) -> None:
         self.messages = [dict(m) for m in messages]  # as given / parsed: what ``history`` shows
@@ -52,6 +53,8 @@ class _Row:
         self.turn: int | None = None  # index of the last generated assistant message
         self.response = ""  # its decoded text
         self.complete = True
+        self.start = 0  # where the ids of the last generated assistant message start
+        self.added = True  # add_messages was called since the last response (or there was none)
         self.last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
         self.cache: dict = {}
 
@@ -202,6 +205,7 @@ class Rollout:
             lp = None
             if logprobs is not None and logprobs[k] is not None:
                 lp = response_logprobs(i, logprobs[k], t.numel())
+            self._check_follows(i)
             checked.append((i, t, lp))
         side = check_extras(extras, idx, [t.numel() for _, t, _ in checked], self._extras)
         for (i, t, lp), ex in zip(checked, side):  # all rows validated first: a bad row changes nothing
@@ -209,19 +213,35 @@ class Rollout:
             self._add_one_response(i, t, lp)
             self._sides[i].record(start, start + t.numel(), ex)
 
+    def _check_follows(self, i: int) -> None:
+        """A response must follow new messages, or continue a response cut before its end of turn."""
+        row = self._rows[i]
+        if not row.added and row.complete:
+            raise ValueError(f"row {i}: its last response ended its turn and no message was added since, so "
+                             f"prompt_ids() holds no generation prompt; call add_messages first (a tool result or a "
+                             f"user turn, or an empty list for another assistant turn)")
+
     def _add_one_response(self, i: int, ids: torch.Tensor, logprobs: torch.Tensor | None) -> None:
         row = self._rows[i]
-        text = self._decode(ids.tolist())
+        continues = not row.added  # the last response was cut before its end of turn: this one goes on with it
+        start = row.start if continues else len(row.tokens)
+        row.tokens.commit_response(ids, logprobs)
+        # a continuation is decoded with the ids before it: a character split across the cut is whole again
+        text = self._decode(row.tokens.ids()[start:].tolist() if continues else ids.tolist())
         prefix, stop = self.facts.turn_prefix, self.facts.eot or self.facts.after_eot
         body = text[len(prefix):] if prefix and text.startswith(prefix) else text
         try:
             msg = parse_response(body, self.parser, stop)
         except ValueError:  # malformed tool-call JSON: keep the text as the content
             msg = parse_response(body, None, stop)
-        row.tokens.commit_response(ids, logprobs)
-        row.messages.append(msg)
-        row.prepared.extend(prepare_chat([msg]))
+        if continues:  # one assistant message: the cut one, now with the rest
+            row.messages[-1] = msg
+            row.prepared[-1:] = prepare_chat([msg])
+        else:
+            row.messages.append(msg)
+            row.prepared.extend(prepare_chat([msg]))
         row.turn, row.response, row.complete = len(row.messages) - 1, text, msg.get("is_complete", True)
+        row.start, row.added = start, False
 
     def add_messages(self, msgs: Sequence[Any], rows: Any = None) -> None:
         """Append tool results or user turns: one list of message dicts (or a History) per row
@@ -251,14 +271,26 @@ class Rollout:
             if isinstance(m, History):
                 m = m.to_chats() if m.ndim == 1 else [m.to_chats()]
             new.append((i, chat_messages(i, m, "add_messages")))
-        for i, m in new:
+        texts, done = [], []
+        try:  # every row's new text first: a row the template refuses leaves every row as it was
+            for i, m in new:
+                row = self._rows[i]
+                done.append((row, len(row.messages), len(row.prepared), row.last_user))
+                for msg in m:
+                    if msg.get("role") == "user":
+                        row.last_user = len(row.messages)
+                    row.messages.append(msg)
+                row.prepared.extend(prepare_chat(m))
+                texts.append(self._pending_text(i, row))
+        except BaseException:
+            for row, n_msgs, n_prepared, last_user in done:
+                del row.messages[n_msgs:], row.prepared[n_prepared:]
+                row.last_user = last_user
+            raise
+        for (i, _), text in zip(new, texts):
             row = self._rows[i]
-            for msg in m:
-                if msg.get("role") == "user":
-                    row.last_user = len(row.messages)
-                row.messages.append(msg)
-            row.prepared.extend(prepare_chat(m))
-            row.tokens.set_pending(self._encode(self._pending_text(i, row)))
+            row.tokens.set_pending(self._encode(text))
+            row.added = True
 
     def _pending_text(self, i: int, row: _Row) -> str:
         if row.turn is None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chatdata.rollout import Conversation, Rollout
 
@@ -188,3 +190,99 @@ def test_an_empty_rollout(qwen):
     assert len(ro) == 0 and ro.prompt_ids() == [] and ro.drift() == []
     ro.add_response([])
     assert ro.tokens().batch_size == torch.Size([0, -1]) and ro.tokens(per_turn=True).batch_size == torch.Size([0, -1])
+
+
+# -- a response cut before its end of turn, and what may follow a response ---------------------------
+TEXTS = ("Es ist zehn Uhr. 🫠 Gute Nacht — 晚安", "<tool_call>\n{\"name\": \"clock\", \"arguments\": {\"tz\": \"Zürich\"}}\n</tool_call>")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.sampled_from(TEXTS), cut=st.floats(0.01, 0.99))
+def test_a_cut_response_and_its_continuation_are_one_message(qwen, text, cut):
+    """A response cut anywhere (inside a multi-token character too) and continued: the ids are
+    kept verbatim, the history holds one message, parsed from the whole text, and a fresh render
+    gives the same ids. Before, the history held two assistant messages (the first one cut, with
+    U+FFFD for a split character) and drift() flagged every such row."""
+    ids = enc(qwen, text + EOT)
+    k = max(1, min(len(ids) - 1, int(cut * len(ids))))
+    whole = Rollout([USER], tokenizer=qwen)
+    whole.add_response([ids])
+    ro = Rollout([USER], tokenizer=qwen)
+    prompts = [ro.prompt_ids()[0].clone()]
+    ro.add_response([ids[:k]], logprobs=[-torch.arange(k, dtype=torch.float32)])
+    prompts.append(ro.prompt_ids()[0].clone())  # the policy goes on from its own cut text
+    ro.add_response([ids[k:]], logprobs=[-torch.arange(len(ids) - k, dtype=torch.float32)])
+    assert ro.history.to_chats() == whole.history.to_chats()
+    row = ro.tokens()[0]
+    assert torch.equal(row["input_ids"], whole.tokens()[0]["input_ids"])
+    assert torch.equal(row["input_ids"][row["assistant_masks"].bool()], ids)
+    assert row["logprobs"][row["assistant_masks"].bool()].tolist() == \
+        (-torch.cat([torch.arange(k), torch.arange(len(ids) - k)]).float()).tolist()
+    per_turn = ro.tokens(per_turn=True)
+    for t, p in enumerate(prompts):  # one row per sampled piece: the prompt it was given, then its ids
+        assert torch.equal(per_turn[t]["input_ids"][:len(p)], p)
+        assert int(per_turn[t]["assistant_masks"].sum()) == len(per_turn[t]["input_ids"]) - len(p)
+    ro.add_messages([[{"role": "user", "content": "Danke"}]])
+    whole.add_messages([[{"role": "user", "content": "Danke"}]])
+    assert torch.equal(ro.prompt_ids()[0], whole.prompt_ids()[0])
+    assert ro.drift() == [None]
+
+
+def test_a_cut_response_then_new_messages(qwen):
+    ro = Rollout([USER], tokenizer=qwen)
+    start = len(ro.prompt_ids()[0])
+    emoji = enc(qwen, "🫠")
+    assert len(emoji) == 3  # one character, three byte-level ids
+    ro.add_response([emoji[:2]])  # cut inside the character
+    assert ro.history.to_chats()[0][-1] == {"role": "assistant", "content": "\ufffd", "is_complete": False}
+    ro.add_messages([[{"role": "user", "content": "weiter"}]])
+    ids = ro.prompt_ids()[0]
+    assert torch.equal(ids[start:start + 2], emoji[:2])  # kept verbatim
+    assert qwen.decode(ids[start + 2:]).startswith(EOT)  # the template's end of turn closes the turn
+    assert ro.drift() == [start]  # a fresh render of U+FFFD is other ids: reported where they differ
+
+
+def test_a_response_after_a_complete_turn_needs_messages_first(qwen):
+    ro = Rollout([USER, USER], tokenizer=qwen)
+    done = enc(qwen, "Zehn." + EOT)
+    ro.add_response([done, done])
+    before = snapshot(ro)
+    with pytest.raises(ValueError, match="row 0: its last response ended its turn and no message was added since"):
+        ro.add_response([done, done])  # was: kept right after the EOT, as a second assistant message
+    assert unchanged(ro, before)
+    ro.add_messages([[]], rows=[1])  # another assistant turn: the template's generation prompt
+    ro.add_response([done], rows=[1])
+    chat = ro.history.to_chats()[1]
+    assert [m["role"] for m in chat] == ["user", "assistant", "assistant"]
+    full = qwen.apply_chat_template(chat)["input_ids"]
+    assert full[:len(ro.prompt_ids()[1])] == ro.prompt_ids()[1].tolist() and ro.drift() == [None, None]
+
+
+def test_add_messages_the_template_refuses_leaves_every_row_as_it_was(qwen):
+    ro = Rollout([USER, USER], tokenizer=qwen)
+    ro.add_response([enc(qwen, "Zehn." + EOT)] * 2)
+    before = snapshot(ro)
+    good, bad = [{"role": "user", "content": "ok"}], [{"role": "user"}]  # Qwen's template needs a content
+    with pytest.raises(ValueError, match="row 1: the chat template cannot render this conversation"):
+        ro.add_messages([good, bad])
+    assert unchanged(ro, before)  # was: row 0 grew, and row 1 kept the message but not its ids
+    ro.add_messages([good, good])
+    assert ro.drift() == [None, None]
+
+
+def test_conversation_rollback_after_a_cut_response(qwen):
+    c = Conversation(USER, tokenizer=qwen)
+    ids = enc(qwen, "Es ist zehn Uhr." + EOT)
+    c.add_response(ids[:3])
+    mark = c.checkpoint()
+    c.add_messages([{"role": "user", "content": "weiter"}])
+    c.rollback(mark)  # the request failed: the cut response may still be continued
+    c.add_response(ids[3:])
+    assert c.messages[-1] == {"role": "assistant", "content": "Es ist zehn Uhr."}
+    assert [t[0] for t in c.turns] == [1, 1]
+    with pytest.raises(ValueError, match="a turn was generated after this checkpoint"):
+        c.rollback(mark)
+    with pytest.raises(TypeError, match="rollback takes a mark from checkpoint"):
+        c.rollback((1, 1, 0, torch.zeros(0)))
+    f = c.fork(2)
+    assert f.messages == c.messages and torch.equal(f.tokens()["input_ids"], c.tokens()["input_ids"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -54,40 +55,74 @@ def load_prompts(path, column: str | None = None) -> list[str]:
         ['a b', 'c']
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, not a benchmark file")
     if not path.is_file():
         raise ValueError(f"{path}: no such benchmark file")
     name = path.name.lower()
     if name.endswith(".parquet"):
-        from .deps import require_parquet
-
-        pq = require_parquet()
-
-        names = pq.read_schema(path).names
-        col = _pick(column, names, path)
-        rows = pq.read_table(path, columns=[col]).column(col).to_pylist()
+        col, rows = _parquet_column(path, column)
     else:
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            raw = f.read()
-        try:
-            doc = json.loads(raw)
-            records = doc if isinstance(doc, list) else [doc]
-        except (ValueError, RecursionError):
-            records = []
-            for lineno, line in enumerate(raw.splitlines(), 1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except (ValueError, RecursionError) as err:
-                        why = err if isinstance(err, ValueError) else "nested too deeply"
-                        raise ValueError(f"{path}:line {lineno}: invalid JSON ({why})") from None
-        keys = sorted({k for r in records if isinstance(r, dict) for k in r})
-        col = _pick(column, keys, path)
-        rows = [r.get(col) if isinstance(r, dict) else None for r in records]
+        records = _json_records(path, _read_text(path, name.endswith(".gz")))
+        if not records:
+            raise ValueError(f"{path}: the file holds no records")
+        if column is None and all(isinstance(r, str) for r in records):
+            col, rows = None, records  # a list of prompts
+        else:
+            keys = sorted({k for r in records if isinstance(r, dict) for k in r})
+            col = _pick(column, keys, path)
+            rows = [r.get(col) if isinstance(r, dict) else None for r in records]
     texts = [t for t in map(_as_text, rows) if t]
     if not texts:
-        raise ValueError(f"{path}: no text in column {col!r}")
+        raise ValueError(f"{path}: no text in column {col!r}" if col is not None else f"{path}: no text")
     return texts
+
+
+def _read_text(path: Path, gz: bool) -> str:
+    """The file's text: UTF-8 (a byte-order mark is dropped), gunzipped for ``.gz``."""
+    import zlib
+
+    try:
+        raw = gzip.open(path, "rb").read() if gz else path.read_bytes()
+    except (OSError, EOFError, zlib.error) as err:
+        raise ValueError(f"{path}: cannot be read{' as gzip' if gz else ''} ({err})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:line {line}: not UTF-8 (byte 0x{raw[err.start]:02x}); re-encode the file as "
+                         f"UTF-8") from None
+
+
+def _json_records(path: Path, raw: str) -> list:
+    """One JSON document (a list of records, or one record), else JSON Lines."""
+    try:
+        doc = json.loads(raw)
+        return doc if isinstance(doc, list) else [doc]
+    except (ValueError, RecursionError):
+        pass
+    records = []
+    for lineno, line in enumerate(raw.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except (ValueError, RecursionError) as err:
+                why = err if isinstance(err, ValueError) else "nested too deeply"
+                raise ValueError(f"{path}:line {lineno}: invalid JSON ({why})") from None
+    return records
+
+
+def _parquet_column(path: Path, column: str | None) -> tuple[str, list]:
+    from .deps import require_parquet
+
+    pq = require_parquet()
+    import pyarrow as pa
+
+    try:
+        col = _pick(column, pq.read_schema(path).names, path)
+        return col, pq.read_table(path, columns=[col]).column(col).to_pylist()
+    except (pa.ArrowException, OSError) as err:
+        raise ValueError(f"{path}: not a readable Parquet file ({err})") from None
 
 
 def _pick(column, names, path) -> str:
@@ -106,8 +141,10 @@ class ContaminationIndex:
     """Hashed n-grams of the prompts of one or more benchmarks (``{name: [prompt, ...]}``)."""
 
     def __init__(self, benchmarks: dict[str, list[str]], n: int = 13, *, min_words: int = 8):
-        if n < 1:
-            raise ValueError(f"--ngram must be >= 1, got {n}")
+        for what, value in (("--ngram", n), ("min_words", min_words)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
+        n, min_words = int(n), int(min_words)
         self.n = n
         self.min_words = min(min_words, n)
         self.names = list(benchmarks)
@@ -166,12 +203,29 @@ class ContaminationIndex:
 
 
 def as_benchmarks(prompts) -> dict[str, list[str]]:
-    """``{name: prompts}`` from a dict, a list of prompts (named ``"prompts"``), or a file path."""
-    if isinstance(prompts, dict):
-        return {str(k): list(v) for k, v in prompts.items()}
+    """``{name: prompts}`` from a dict, a list of prompts (named ``"prompts"``), or a file path;
+    every prompt must be a string.
+
+    Example:
+        >>> as_benchmarks({"quiz": "one prompt"})
+        Traceback (most recent call last):
+        ...
+        TypeError: benchmark 'quiz' must be a list of prompt strings, got str
+    """
     if isinstance(prompts, (str, Path)):
+        if not Path(prompts).exists() and isinstance(prompts, str):
+            raise ValueError(f"{prompts[:80]!r}: no such benchmark file (pass prompts as a list of strings)")
         return {Path(prompts).name: load_prompts(prompts)}
-    return {"prompts": list(prompts)}
+    out = {str(k): v for k, v in prompts.items()} if isinstance(prompts, dict) else {"prompts": prompts}
+    for name, items in out.items():
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise TypeError(f"benchmark {name!r} must be a list of prompt strings, got {type(items).__name__}")
+        items = list(items)
+        bad = next((j for j, p in enumerate(items) if not isinstance(p, str)), None)
+        if bad is not None:
+            raise TypeError(f"benchmark {name!r}: prompt {bad} is a {type(items[bad]).__name__}, not a string")
+        out[name] = list(items)
+    return out
 
 
 def decontaminate(history, prompts, n: int = 13) -> np.ndarray:

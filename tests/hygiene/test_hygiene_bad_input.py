@@ -1,0 +1,85 @@
+"""Bad or edge-case input to chatdata.hygiene: empty and wordless conversations, Unicode that
+hides a copy (NFKC forms, zero-width characters, case), tool schemas that are no schemas,
+arguments that are not standard JSON, out-of-range parameters, and benchmark files that are
+empty, missing, not UTF-8 or not what their name says. Each ends in the right answer or a
+clear error."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import unicodedata
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatdata import History
+from chatdata.hygiene import check_tool_calls, decode_arguments, decontaminate, dedup, find_duplicates, load_prompts
+from chatdata.hygiene.words import word_hashes, words_of
+
+PROMPT = "what is the capital city of the small european country of luxembourg today"
+SENTENCE = "Q: What is the capital city of the small European country of Luxembourg today? A: Luxembourg."
+
+
+def users(*texts):
+    return History.from_chats([[{"role": "user", "content": t}] for t in texts])
+
+
+# -- decontamination: parameters and files ---------------------------------------------------------
+@pytest.mark.parametrize("n", [0, -3, 1.5, True, "13", None])
+def test_ngram_size_must_be_a_positive_int(n):
+    with pytest.raises(ValueError, match="--ngram must be an integer >= 1, got"):
+        decontaminate(users(SENTENCE), [PROMPT], n=n)
+    assert decontaminate(users(SENTENCE), [PROMPT], n=np.int64(13)).tolist() == [0]
+
+
+@pytest.mark.parametrize("prompts, error, match", [
+    ([PROMPT, None], TypeError, "benchmark 'prompts': prompt 1 is a NoneType, not a string"),
+    ({"quiz": PROMPT}, TypeError, "benchmark 'quiz' must be a list of prompt strings, got str"),  # was: its characters
+    ({"quiz": 5}, TypeError, "benchmark 'quiz' must be a list of prompt strings, got int"),
+    (PROMPT, ValueError, "no such benchmark file \\(pass prompts as a list of strings\\)"),
+])
+def test_prompts_that_are_not_lists_of_strings(prompts, error, match):
+    with pytest.raises(error, match=match):
+        decontaminate(users(SENTENCE), prompts)
+
+
+def test_benchmark_files_that_are_empty_missing_or_not_utf8(tmp_path):
+    def write(name, data):
+        p = tmp_path / name
+        p.write_bytes(data)
+        return p
+
+    cases = [
+        (write("empty.jsonl", b""), "the file holds no records"),
+        (write("blank.jsonl", b"\n  \n"), "the file holds no records"),
+        (write("latin1.jsonl", b'{"question": "ok"}\n{"question": "caf\xe9"}\n'), r"latin1.jsonl:line 2: not UTF-8 \(byte 0xe9\); re-encode"),
+        (write("fake.jsonl.gz", b"not gzip"), "fake.jsonl.gz: cannot be read as gzip"),
+        (write("cut.jsonl.gz", gzip.compress(b'{"question": "x"}\n' * 50)[:30]), "cut.jsonl.gz: cannot be read as gzip"),
+        (write("fake.parquet", b"PAR1"), "fake.parquet: not a readable Parquet file"),
+        (tmp_path, "is a folder, not a benchmark file"),
+        (tmp_path / "missing.jsonl", "no such benchmark file"),
+    ]
+    for path, match in cases:
+        with pytest.raises(ValueError, match=match):
+            load_prompts(path)
+        with pytest.raises(ValueError, match=match):
+            decontaminate(users(SENTENCE), path)
+
+
+def test_benchmark_files_with_a_bom_or_plain_strings(tmp_path):
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"question": PROMPT}).encode() + b"\n")  # was: invalid JSON
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps([PROMPT, "another prompt"]))  # was: "none of the columns"
+    lines = tmp_path / "lines.jsonl.gz"
+    lines.write_bytes(gzip.compress("\n".join(json.dumps(p) for p in [PROMPT, "x"]).encode("utf-8-sig")))
+    for path in (bom, plain, lines):
+        assert load_prompts(path)[0] == PROMPT
+        assert decontaminate(users(SENTENCE, "hello"), path).tolist() == [0]
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text(json.dumps({"question": "zebra " * 1_000_000}) + "\n" + json.dumps({"question": PROMPT}) + "\n")
+    assert decontaminate(users(SENTENCE, "zebra " * 20), huge).tolist() == [0, 1]

@@ -28,6 +28,55 @@ def users(*texts):
     return History.from_chats([[{"role": "user", "content": t}] for t in texts])
 
 
+# -- words: what near dedup and decontamination compare -------------------------------------------
+HIDDEN = ["\u200b", "\u00ad", "\u200d", "\u2060", "\ufeff", "\u202e"]  # zero-width space, soft hyphen, ...
+
+
+@pytest.mark.parametrize("disguise", [
+    lambda s: s.replace("capital", "capi\u200btal").replace("small", "sm\u00adall"),  # zero-width, soft hyphen
+    lambda s: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in s),  # full-width letters
+    lambda s: s.replace("fi", "\ufb01").upper(),  # a ligature, upper case
+    lambda s: "\ufeff" + s.replace(" ", "\u00a0"),  # a byte-order mark, no-break spaces
+])
+def test_a_disguised_benchmark_prompt_is_still_found(disguise):
+    """Before: NFC and lower() only, so each of these was missed (a zero-width character split a
+    word in two, full-width letters and ligatures were other words)."""
+    h = users(disguise(SENTENCE), "hello")
+    assert decontaminate(h, [PROMPT]).tolist() == [0]
+
+
+def test_case_folding_and_compatibility_forms():
+    assert words_of("STRASSE") == words_of("Straße") == ["strasse"]
+    assert words_of("ＧＳＭ８Ｋ x²") == ["gsm8k", "x2"]
+    assert words_of("Cafe\u0301 CAFÉ") == ["café", "café"]
+    assert decontaminate(users("DIE STRASSE IST DIE HAUPTSTADT VOM KLEINEN LAND LUXEMBURG HEUTE NOCH SO"),
+                         ["die straße ist die hauptstadt vom kleinen land luxemburg heute noch so"]).tolist() == [0]
+
+
+words_text = st.lists(st.one_of(st.sampled_from(["Straße", "ＡＢ", "ﬁne", "Café", "x²", "ς", "İ", "e\u0301", "\x00"]),
+                                st.sampled_from(HIDDEN + [" ", "\n", ",", "\u3000"]),
+                                st.text(st.characters(blacklist_categories=("Cs",)), max_size=4)), max_size=8).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(words_text, min_size=1, max_size=5))
+def test_bulk_word_hashes_match_the_reference_words(texts):
+    h, off = word_hashes(texts)
+    for i, t in enumerate(texts):
+        expected = [xxhash.xxh3_64_intdigest(w.replace("\x00", " ").encode("utf-8", "surrogatepass")) for w in words_of(t)]
+        assert h[off[i]:off[i + 1]].tolist() == expected, t
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=30), st.data())
+def test_hidden_characters_and_forms_never_change_the_words(text, data):
+    pos = data.draw(st.integers(0, len(text)))
+    mark = data.draw(st.sampled_from(HIDDEN))
+    hidden = text[:pos] + mark + text[pos:]
+    assert words_of(hidden) == words_of(text)
+    assert words_of(unicodedata.normalize("NFKD", text)) == words_of(text)
+
+
 # -- decontamination: parameters and files ---------------------------------------------------------
 @pytest.mark.parametrize("n", [0, -3, 1.5, True, "13", None])
 def test_ngram_size_must_be_a_positive_int(n):

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .columns import conversation_offsets, message_texts
+from .columns import conversation_offsets
 from .exact import ExactDeduper
 from .near import NearDeduper
-from .normalize import conversation_hashes
-from .words import word_hashes
+from .normalize import conversation_hashes, message_items
 
 __all__ = ["dedup", "find_duplicates", "parse_dedup", "conversation_signatures", "MODES"]
 
@@ -48,18 +47,20 @@ def parse_dedup(spec: str) -> tuple[str, float]:
 
 
 def conversation_signatures(history, deduper: NearDeduper) -> np.ndarray:
-    """MinHash signatures (uint32, one row per conversation) of the words of all its messages.
+    """MinHash signatures (uint32, one row per conversation) of the words of all its messages:
+    their texts, tool calls (name and arguments) and ``reasoning_content``, as the exact key
+    reads them (:func:`~chatdata.hygiene.near.group_signatures`; a conversation with no word is
+    one word of its whole normalized text).
 
     Example:
         >>> from chatdata import History
         >>> conversation_signatures(History.from_chats([[{"role": "user", "content": "a b"}]]), NearDeduper()).shape
         (1, 128)
     """
-    from .near import signatures_from_words
+    from .near import group_signatures
 
-    h, off = word_hashes(message_texts(history))
-    conv_off = off[conversation_offsets(history)]
-    return signatures_from_words(h, conv_off, num_perm=deduper.num_perm, shingle=deduper.shingle, seed=deduper.seed)
+    return group_signatures(message_items(history)[1], conversation_offsets(history), num_perm=deduper.num_perm,
+                            shingle=deduper.shingle, seed=deduper.seed)
 
 
 def find_duplicates(history, mode: str = "exact", threshold: float = 0.8, *, chunk: int = 65536):

@@ -22,11 +22,12 @@ from __future__ import annotations
 import bisect
 
 import numpy as np
+import xxhash
 
 from .keyindex import KeyIndex
 from .words import ngram_hashes, word_hashes
 
-__all__ = ["NearDeduper", "lsh_params", "signatures_from_words"]
+__all__ = ["NearDeduper", "lsh_params", "signatures_from_words", "group_signatures"]
 
 NUM_PERM = 128
 SHINGLE = 5
@@ -87,6 +88,34 @@ def signatures_from_words(hashes: np.ndarray, offsets: np.ndarray, *, num_perm: 
     return np.array(matrix.to_rows(), dtype=np.uint32).reshape(n, num_perm)
 
 
+def group_signatures(texts: list[str], groups: np.ndarray, *, num_perm: int = NUM_PERM, shingle: int = SHINGLE,
+                     seed: int = SEED) -> np.ndarray:
+    """Signatures (:func:`signatures_from_words`) of groups of ``texts`` (group ``i`` is
+    ``texts[groups[i]:groups[i+1]]``, a conversation's messages). A group with no word at all
+    (empty, or only punctuation, emoji, symbols) gets one word instead: the hash of its
+    normalized text (:func:`~chatdata.hygiene.normalize.normalize_text`), so two such groups
+    are near duplicates only when they are exact ones.
+
+    Example:
+        >>> sig = group_signatures(["!!!", "???", "!!!"], np.arange(4))
+        >>> bool((sig[0] == sig[2]).all()), bool((sig[0] == sig[1]).any())
+        (True, False)
+    """
+    from .normalize import normalize_text
+
+    h, off = word_hashes(texts)
+    group_off = off[np.asarray(groups, dtype=np.int64)]
+    empty = np.flatnonzero(np.diff(group_off) == 0)
+    if len(empty):
+        tag = b"\x03no words\x03"
+        extra = np.array([xxhash.xxh3_64_intdigest(tag + "\x00".join(
+            normalize_text(t) for t in texts[groups[i]:groups[i + 1]]).encode("utf-8", "surrogatepass"))
+            for i in empty.tolist()], dtype=np.uint64)
+        h = np.insert(h, group_off[empty], extra)
+        group_off = group_off + np.searchsorted(empty, np.arange(len(group_off)), side="left")
+    return signatures_from_words(h, group_off, num_perm=num_perm, shingle=shingle, seed=seed)
+
+
 class NearDeduper:
     """Streaming near-duplicate detection (see the module docstring). ``add`` returns, per
     conversation, the index of the kept conversation it duplicates, or -1 (kept)."""
@@ -104,8 +133,8 @@ class NearDeduper:
 
     def signatures(self, texts: list[str]) -> np.ndarray:
         """Signatures of ``texts`` with this deduper's parameters."""
-        h, off = word_hashes(texts)
-        return signatures_from_words(h, off, num_perm=self.num_perm, shingle=self.shingle, seed=self.seed)
+        return group_signatures(texts, np.arange(len(texts) + 1), num_perm=self.num_perm, shingle=self.shingle,
+                                seed=self.seed)
 
     def band_keys(self, sig: np.ndarray) -> np.ndarray:
         """uint64 ``(n, bands)``: one key per band (its ``rows`` signature values, and the band's

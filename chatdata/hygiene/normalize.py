@@ -31,7 +31,7 @@ import xxhash
 
 from .columns import conversation_offsets, extra_values, message_texts, message_values
 
-__all__ = ["normalize_text", "conversation_hashes", "hash_chunk", "CHUNK_CHARS"]
+__all__ = ["normalize_text", "conversation_hashes", "hash_chunk", "message_items", "CHUNK_CHARS"]
 
 SEP = "\x00"
 _ASCII_WS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
@@ -67,8 +67,16 @@ def _call_key(call) -> object:
     return call
 
 
-def _message_items(history) -> tuple[list, list]:
-    """role and text (with tool calls and reasoning appended) of every message."""
+def message_items(history) -> tuple[list, list]:
+    """Role and text of every message, the text with its tool calls (name and arguments as
+    canonical JSON, after ``"\\x01"``) and ``reasoning_content`` (after ``"\\x02"``) appended.
+
+    Example:
+        >>> from chatdata import History
+        >>> message_items(History.from_chats([[{"role": "assistant", "content": "ok",
+        ...     "tool_calls": [{"name": "f", "arguments": '{"x": 1}'}]}]]))
+        (['assistant'], ['ok\\x01[["f",{"x":1}]]'])
+    """
     roles = message_values(history, "role")
     texts = message_texts(history)
     calls = message_values(history, "tool_calls")
@@ -194,7 +202,7 @@ def conversation_hashes(history) -> np.ndarray:
         2
     """
     offsets = conversation_offsets(history)
-    roles, texts = _message_items(history)
+    roles, texts = message_items(history)
     n = len(offsets) - 1
     if not n:
         return np.zeros(0, dtype=np.uint64)

@@ -77,6 +77,53 @@ def test_hidden_characters_and_forms_never_change_the_words(text, data):
     assert words_of(unicodedata.normalize("NFKD", text)) == words_of(text)
 
 
+# -- near duplicates --------------------------------------------------------------------------------
+def test_conversations_without_words_are_near_duplicates_only_when_equal():
+    """Before: every wordless conversation had the same signature, so all but the first were
+    dropped as near duplicates of it ("!!!", "???", "👍", "", a tool call alone)."""
+    h = users("!!!", "???", "...", " !!! ", "", "", "😀", "👍")
+    assert dedup(h, "near").tolist() == [0, 1, 2, 4, 6, 7]
+    assert dedup(h, "exact").tolist() == [0, 1, 2, 4, 6, 7]
+    dup, sim = find_duplicates(h, "near")
+    assert dup.tolist() == [-1, -1, -1, 0, -1, 4, -1, -1] and sim[3] == 1.0
+
+
+def call(args, content="please send the weekly report to the whole team right now", reasoning=None):
+    msg = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "send", "arguments": args}}]}
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    return [{"role": "user", "content": content}, msg]
+
+
+def test_near_dedup_reads_tool_calls_and_reasoning_like_exact_dedup():
+    """Before: only the message texts, so conversations that differ in their tool calls (or
+    consist of nothing else) were near duplicates."""
+    h = History.from_chats([call({"to": "alice@example.com"}), call({"to": "bob@corp.org", "cc": "finance team"}),
+                            call('{"to": "alice@example.com"}'), [call({"x": 1})[1]], [call({"y": 2})[1]]])
+    assert dedup(h, "near").tolist() == [0, 1, 3, 4]
+    assert dedup(h, "exact").tolist() == [0, 1, 3, 4]
+
+
+@pytest.mark.parametrize("threshold", [0, 1, -0.5, 1.5, float("nan"), float("inf")])
+def test_near_threshold_out_of_range(threshold):
+    with pytest.raises(ValueError, match="threshold must be in"):
+        dedup(users("a b c", "a b c"), "near", threshold)
+
+
+def test_empty_inputs():
+    empty = History.from_chats([[], []])
+    assert dedup(empty).tolist() == [0] and dedup(empty, "near").tolist() == [0]  # two empty conversations: equal
+    assert decontaminate(empty, [PROMPT]).tolist() == [] and check_tool_calls(empty, []) == []
+    assert decontaminate(users(SENTENCE), []).tolist() == [] and decontaminate(users(SENTENCE), {}).tolist() == []
+
+
+def test_huge_and_whitespace_only_texts():
+    big = "word " * 1_000_000
+    h = users(big, " " + big + "\n", "\u3000\t\n", " ")
+    assert dedup(h).tolist() == [0, 2]
+    assert dedup(h, "near").tolist() == [0, 2]
+
+
 # -- decontamination: parameters and files ---------------------------------------------------------
 @pytest.mark.parametrize("n", [0, -3, 1.5, True, "13", None])
 def test_ngram_size_must_be_a_positive_int(n):

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 
 from .columns import conversation_offsets, extra_values, message_values
 
-__all__ = ["check_tool_calls", "decode_arguments", "PROBLEMS", "tool_schemas"]
+__all__ = ["check_tool_calls", "decode_arguments", "PROBLEMS", "tool_schemas", "loads_strict"]
 
 PROBLEMS = ("malformed_call", "arguments_not_json", "arguments_not_object", "unknown_tool", "schema_mismatch",
             "bad_tool_schema", "orphan_tool_reply")
@@ -49,6 +50,31 @@ def _call_parts(call):
 
 
 _MISSING = object()
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
+
+
+def loads_strict(text: str):
+    """``json.loads`` of standard JSON only: ``NaN`` / ``Infinity`` and lone UTF-16 surrogate
+    escapes (``"\\ud800"``, which are not text and cannot be stored as UTF-8) are a ValueError.
+
+    Example:
+        >>> loads_strict('{"x": NaN}')
+        Traceback (most recent call last):
+        ...
+        ValueError: NaN is not JSON (JSON has no NaN or Infinity)
+    """
+    value = json.loads(text, parse_constant=_no_constant)
+    if _SURROGATE_ESCAPE.search(text):  # rare: only then the check that walks the value
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a string holds a lone surrogate escape (\\ud800-\\udfff alone), which is not text") \
+                from None
+    return value
 
 
 def tool_schemas(tools) -> dict:
@@ -95,6 +121,8 @@ class _Validators:
                 backend = "rs"
             except ImportError:
                 backend = "py"
+        if backend not in ("rs", "py"):
+            raise ValueError(f"backend must be 'rs' (jsonschema-rs) or 'py' (jsonschema), got {backend!r}")
         self.backend = backend
         self._by_id: dict[int, tuple] = {}
         self._by_text: dict[str, object] = {}
@@ -132,11 +160,24 @@ class _Validators:
         return functools.partial(_first_error, cls(schema), "absolute_path")
 
 
+class SchemaUnusable(Exception):
+    """The schema cannot be applied: a ``$ref`` that resolves nowhere, or only to itself."""
+
+
 def _first_error(validator, path_attr: str, args) -> str | None:
-    """None if ``args`` is valid, else its first error (by instance path) as ``path: message``."""
-    if validator.is_valid(args):
-        return None
-    err = min(validator.iter_errors(args), key=lambda e: list(map(str, getattr(e, path_attr))))
+    """None if ``args`` is valid, else its first error (by instance path) as ``path: message``.
+    Raises :class:`SchemaUnusable` when the schema cannot be applied (jsonschema finds a bad
+    ``$ref`` only when it follows it)."""
+    try:
+        if validator.is_valid(args):
+            return None
+        err = min(validator.iter_errors(args), key=lambda e: list(map(str, getattr(e, path_attr))))
+    except RecursionError:
+        raise SchemaUnusable("its $ref chain never reaches a schema (a cycle)") from None
+    except Exception as err:  # referencing.exceptions.Unresolvable: the python backend's bad $ref
+        if type(err).__module__.split(".")[0] not in ("referencing", "jsonschema"):
+            raise
+        raise SchemaUnusable(f"a $ref cannot be resolved ({str(err).splitlines()[0]})") from None
     return f"{'/'.join(map(str, getattr(err, path_attr))) or 'arguments'}: {err.message}"
 
 
@@ -173,7 +214,7 @@ def _check_call(call, schemas, validators, problem) -> object:
         return None
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = loads_strict(args)
         except (ValueError, RecursionError) as err:
             why = err if isinstance(err, ValueError) else "nested too deeply"
             problem("arguments_not_json", f"the arguments of {name!r} are not JSON ({why}): {args[:60]!r}")
@@ -190,14 +231,21 @@ def _check_call(call, schemas, validators, problem) -> object:
             problem("unknown_tool", f"{name!r} is not among the tools ({known})")
             return args
         schema = schemas[name]
-        if isinstance(schema, dict):
+        if schema is not None and not isinstance(schema, (dict, bool)):
+            problem("bad_tool_schema", f"tool {name!r}: its parameters schema must be an object (or true/false), "
+                                       f"got {type(schema).__name__}")
+        elif schema is not None:
             check = validators.get(schema)
             if isinstance(check, str):
                 problem("bad_tool_schema", f"tool {name!r}: {check}")
             else:
-                err = check(args)
-                if err is not None:
-                    problem("schema_mismatch", f"{name!r} {err}")
+                try:
+                    err = check(args)
+                except SchemaUnusable as why:
+                    problem("bad_tool_schema", f"tool {name!r}: invalid parameters schema: {why}")
+                else:
+                    if err is not None:
+                        problem("schema_mismatch", f"{name!r} {err}")
     return args
 
 
@@ -303,7 +351,7 @@ def _string_object(call):
     if parts is None or not isinstance(parts[1], str):
         return None
     try:
-        value = json.loads(parts[1])
+        value = loads_strict(parts[1])
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
     return value if isinstance(value, dict) else None

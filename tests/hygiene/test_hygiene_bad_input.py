@@ -179,3 +179,64 @@ def test_benchmark_files_with_a_bom_or_plain_strings(tmp_path):
     huge = tmp_path / "huge.jsonl"
     huge.write_text(json.dumps({"question": "zebra " * 1_000_000}) + "\n" + json.dumps({"question": PROMPT}) + "\n")
     assert decontaminate(users(SENTENCE, "zebra " * 20), huge).tolist() == [0, 1]
+
+
+# -- tool calls ------------------------------------------------------------------------------------
+def one_call(args, name="f"):
+    return History.from_chats([[{"role": "assistant", "content": "",
+                                 "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}}]}]])
+
+
+def tools(parameters):
+    return [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+
+
+BACKENDS = ["py", "rs"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("parameters, problem, detail", [
+    (["a"], "bad_tool_schema", "its parameters schema must be an object \\(or true/false\\), got list"),  # was: unchecked
+    ("object", "bad_tool_schema", "got str"),
+    (5, "bad_tool_schema", "got int"),
+    (False, "schema_mismatch", "False schema does not allow"),  # a boolean schema that allows nothing: was unchecked
+    ({"type": "nonsense"}, "bad_tool_schema", "invalid parameters schema"),
+    ({"$ref": "#/$defs/nope"}, "bad_tool_schema", "invalid parameters schema"),  # py: was a raw referencing error
+    ({"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}, "bad_tool_schema", "regex"),
+])
+def test_tool_schemas_that_are_not_schemas(backend, parameters, problem, detail):
+    got = check_tool_calls(one_call({"x": "a"}), tools(parameters), backend=backend)
+    assert [p["problem"] for p in got] == [problem]
+    assert re.search(detail, got[0]["detail"]), got[0]["detail"]
+
+
+def test_a_ref_cycle_is_a_bad_schema_not_a_recursion_error():
+    cycle = {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+    got = check_tool_calls(one_call({"x": 1}), tools(cycle), backend="py")  # was: RecursionError
+    assert [p["problem"] for p in got] == ["bad_tool_schema"] and "a cycle" in got[0]["detail"]
+    assert check_tool_calls(one_call({"x": 1}), tools(True), backend="py") == []  # true allows everything
+    with pytest.raises(ValueError, match="backend must be 'rs' .* or 'py' .*, got 'nope'"):
+        check_tool_calls(one_call({"x": 1}), tools({}), backend="nope")  # was: silently the python backend
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("args, why", [
+    ('{"x": NaN}', "NaN is not JSON"),  # json.loads takes it; the rs backend read it as null, py as a number
+    ('{"x": -Infinity}', "-Infinity is not JSON"),
+    ('{"x": "\\ud800"}', "lone surrogate escape"),  # not text: a History cannot store it as UTF-8
+    ('{"x": 1', "Expecting"),
+    ("", "Expecting value"),
+    ('{"x":' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+])
+def test_arguments_that_are_not_standard_json(backend, args, why):
+    schema = {"type": "object", "properties": {"x": {}}}
+    got = check_tool_calls(one_call(args), tools(schema), backend=backend)
+    assert [p["problem"] for p in got] == ["arguments_not_json"] and why in got[0]["detail"]
+    h = one_call(args)
+    assert decode_arguments(h) is h  # left as the string it was
+
+
+def test_decode_arguments_still_decodes_standard_json():
+    h = one_call('{"x": "caf\\u00e9 \\ud83d\\ude00"}')  # an escaped surrogate pair is text
+    args = decode_arguments(h).to_chats()[0][0]["tool_calls"][0]["function"]["arguments"]
+    assert args == {"x": "café 😀"}

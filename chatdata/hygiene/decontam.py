@@ -1,5 +1,6 @@
 """Decontamination: flag conversations that share a word n-gram (13 by default) with a benchmark
-prompt. Words are those of :mod:`chatdata.hygiene.words` (NFC, lowercase, runs of ``\\w``).
+prompt. Words are those of :mod:`chatdata.hygiene.words` (format characters dropped, NFKC, case
+folded, runs of ``\\w``).
 
 A benchmark is a list of prompts; :func:`load_prompts` reads them from JSON Lines / JSON or
 Parquet (a column named by the user, or the first of ``prompt``, ``question``, ``problem``,

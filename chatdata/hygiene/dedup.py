@@ -94,8 +94,8 @@ def find_duplicates(history, mode: str = "exact", threshold: float = 0.8, *, chu
 
 def dedup(history, mode: str = "exact", threshold: float = 0.8) -> np.ndarray:
     """Indices (int64, increasing) of the conversations to keep: the first of each group of
-    duplicates. ``mode="exact"``: equal after whitespace and NFC normalization (roles, texts,
-    tool calls); ``"near"``: MinHash-LSH over word 5-grams, estimated Jaccard >= ``threshold``.
+    duplicates. ``mode="exact"``: equal after format-character, NFC and whitespace normalization
+    (roles, texts, tool calls); ``"near"``: MinHash-LSH over word 5-grams, estimated Jaccard >= ``threshold``.
 
     Example:
         >>> from chatdata import History

@@ -1,13 +1,16 @@
 """Exact-duplicate keys: one 64-bit hash per conversation of its normalized messages.
 
-Normalization (the definition; :func:`normalize_text` is its reference implementation): Unicode
-NFC, then every run of whitespace (the characters ``str.split()`` splits on) becomes one space,
-and leading and trailing whitespace goes. A conversation's key covers, per message, its role, its
+Normalization (the definition; :func:`normalize_text` is its reference implementation): format
+characters (Unicode Cf of the BMP: zero-width spaces and joiners, soft hyphens, byte-order marks,
+bidi controls; :data:`chatdata.hygiene.words.FORMAT`) are dropped, then Unicode NFC, then every
+run of whitespace (the characters ``str.split()`` splits on) becomes one space, and leading and
+trailing whitespace goes. A conversation's key covers, per message, its role, its
 normalized text (:func:`~chatdata.hygiene.columns.message_texts`), its tool calls (name and
 arguments, as canonical JSON; call ids are left out) and its ``reasoning_content``.
 
 The bulk path normalizes a whole chunk at once: the texts are joined with a separator
-(``"\\x00"``) and encoded once (NFC runs only if the chunk is not ASCII and not NFC already),
+(``"\\x00"``) and encoded once (format characters are dropped and NFC runs only if the chunk is
+not ASCII; NFC only if it is not NFC already),
 whitespace becomes spaces with one ``bytes.translate``, runs of spaces fold in two vectorised
 numpy passes, and each conversation is one xxh3-64 call over its slice of the buffer; the roles
 are mixed in as a vectorised sum of per-position role hashes.
@@ -30,6 +33,7 @@ import numpy as np
 import xxhash
 
 from .columns import conversation_offsets, extra_values, message_texts, message_values
+from .words import FORMAT, FORMAT_CHARS
 
 __all__ = ["normalize_text", "conversation_hashes", "hash_chunk", "message_items", "CHUNK_CHARS"]
 
@@ -45,13 +49,14 @@ CHUNK_CHARS = 16 << 20  # text per bulk pass: bounds the temporary buffers
 
 
 def normalize_text(text: str) -> str:
-    """The normalized form of one text: NFC, whitespace runs folded to one space, stripped.
+    """The normalized form of one text: format characters dropped, NFC, whitespace runs folded to
+    one space, stripped.
 
     Example:
-        >>> normalize_text("  Cafe\\u0301 \\t au\\u00a0lait\\n")
+        >>> normalize_text("  Cafe\\u0301 \\t au\\u00a0lait\\u200b\\n")
         'Café au lait'
     """
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    return " ".join(unicodedata.normalize("NFC", FORMAT.sub("", text)).split())
 
 
 def _call_key(call) -> object:
@@ -105,11 +110,15 @@ def hash_chunk(roles: list, texts: list, offsets: np.ndarray) -> np.ndarray:
     joined = SEP.join(texts)
     if joined.count(SEP) != max(n_msg - 1, 0):  # a separator inside a text: the exact slow path
         return _hash_slow(roles, texts, offsets)
-    if not joined.isascii() and not unicodedata.is_normalized("NFC", joined):
+    ascii_only = joined.isascii()
+    if not ascii_only and not unicodedata.is_normalized("NFC", joined):
         joined = unicodedata.normalize("NFC", joined)  # NFC never composes across "\\x00"
     buf = joined.encode("utf-8", "surrogatepass")
     del joined
-    if _has_unicode_space(np.frombuffer(buf, dtype=np.uint8)):  # rare: fold it on the text, then again
+    has_format, has_space = (False, False) if ascii_only else _rare_characters(np.frombuffer(buf, dtype=np.uint8))
+    if has_format:  # rare: drop them from the texts, then again
+        return hash_chunk(roles, [FORMAT.sub("", t) for t in texts], offsets)
+    if has_space:  # rare: fold it on the text, then again
         return hash_chunk(roles, [_UNICODE_WS.sub(" ", t) for t in texts], offsets)
     arr = _fold_spaces(np.frombuffer(buf.translate(_WS_TABLE), dtype=np.uint8))
     del buf
@@ -148,17 +157,29 @@ def _mix64(h: np.ndarray) -> np.ndarray:
         return h ^ (h >> np.uint64(31))
 
 
-def _has_unicode_space(arr: np.ndarray) -> bool:
-    """Whether the UTF-8 buffer holds a non-ASCII whitespace character (U+0085, U+00A0,
-    U+1680, U+2000-U+200A, U+2028/9, U+202F, U+205F, U+3000): a vectorised test of the few lead
-    bytes (0xC2, 0xE1-0xE3) followed by a look at their next two bytes."""
-    lead = np.flatnonzero((arr == 0xC2) | ((arr >= 0xE1) & (arr <= 0xE3)))
+def _rare_characters(arr: np.ndarray) -> tuple[bool, bool]:
+    """Whether the UTF-8 buffer holds a format character (U+00AD, U+200B-U+200F, U+FEFF, ...:
+    :data:`~chatdata.hygiene.words.FORMAT_CHARS`) and whether it holds a non-ASCII whitespace
+    character (U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028/9, U+202F, U+205F, U+3000): one
+    vectorised pass over the few lead bytes of their encodings, then a look at the next two
+    bytes."""
+    lead = np.flatnonzero((arr == 0xC2) | ((arr >= 0xD8) & (arr <= 0xDC)) | ((arr >= 0xE0) & (arr <= 0xE3)) | (arr == 0xEF))
     if not len(lead):
-        return False
+        return False, False
     pad = np.concatenate([arr, np.zeros(2, dtype=np.uint8)])
     code = (pad[lead].astype(np.uint32) << 16) | (pad[lead + 1].astype(np.uint32) << 8) | pad[lead + 2]
     two = code >> 8
-    return bool(np.isin(two, _WS_CODES2).any() or np.isin(code, _WS_CODES3).any())
+    return (bool(np.isin(two, _FORMAT_CODES2).any() or np.isin(code, _FORMAT_CODES3).any()),
+            bool(np.isin(two, _WS_CODES2).any() or np.isin(code, _WS_CODES3).any()))
+
+
+def _codes(chars, size: int) -> np.ndarray:
+    return np.array([int.from_bytes(c.encode(), "big") for c in chars if len(c.encode()) == size], dtype=np.int64)
+
+
+_FORMAT_CODES2, _FORMAT_CODES3 = _codes(FORMAT_CHARS, 2), _codes(FORMAT_CHARS, 3)
+assert not set((np.concatenate([_FORMAT_CODES2 >> 8, _FORMAT_CODES3 >> 16, _WS_CODES2 >> 8, _WS_CODES3 >> 16])
+                ).tolist()) - {0xC2, 0xD8, 0xD9, 0xDA, 0xDB, 0xDC, 0xE0, 0xE1, 0xE2, 0xE3, 0xEF}  # the lead bytes tested
 
 
 def _fold_spaces(arr: np.ndarray) -> np.ndarray:

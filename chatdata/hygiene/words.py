@@ -29,14 +29,17 @@ import unicodedata
 import numpy as np
 import xxhash
 
-__all__ = ["word_hashes", "ngram_hashes", "words_of", "fold"]
+__all__ = ["word_hashes", "ngram_hashes", "words_of", "fold", "FORMAT", "FORMAT_CHARS"]
 
 _NON_WORD = re.compile(r"[^\w\x00]+")
 # Unicode category Cf of the Basic Multilingual Plane (unicodedata 14): invisible inside a word, so
 # not a word boundary. (The few Cf characters beyond it, emoji tags and some historic scripts'
 # controls, are left out: a class with them makes the search four times slower.)
-_FORMAT = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
-                     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
+FORMAT_CHARS = "".join(chr(c) for lo, hi in ((0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F),
+                                             (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
+                                             (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
+                                             (0xFFF9, 0xFFFB)) for c in range(lo, hi + 1))
+FORMAT = re.compile("[" + FORMAT_CHARS + "]")
 _TABLE = bytearray(range(256))
 for _c in range(128):
     _ch = chr(_c)
@@ -58,7 +61,7 @@ def fold(text: str) -> str:
         'café fine strasse'
     """
     # texts equal after NFKC are equal after case folding: no second NFKC is needed for matching
-    return unicodedata.normalize("NFKC", _FORMAT.sub("", text)).casefold()
+    return unicodedata.normalize("NFKC", FORMAT.sub("", text)).casefold()
 
 
 def words_of(text: str) -> list[str]:

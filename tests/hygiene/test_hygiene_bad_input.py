@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from chatdata import History
 from chatdata.hygiene import check_tool_calls, decode_arguments, decontaminate, dedup, find_duplicates, load_prompts
+from chatdata.hygiene.normalize import conversation_hashes, normalize_text
 from chatdata.hygiene.words import word_hashes, words_of
 
 PROMPT = "what is the capital city of the small european country of luxembourg today"
@@ -240,3 +241,24 @@ def test_decode_arguments_still_decodes_standard_json():
     h = one_call('{"x": "caf\\u00e9 \\ud83d\\ude00"}')  # an escaped surrogate pair is text
     args = decode_arguments(h).to_chats()[0][0]["tool_calls"][0]["function"]["arguments"]
     assert args == {"x": "café 😀"}
+
+
+# -- exact duplicates --------------------------------------------------------------------------------
+def test_invisible_characters_do_not_make_an_exact_copy_distinct():
+    """Before: "Hello\\u200b world" and "Hello world" had other keys (a copy kept)."""
+    h = users("Hello world", "Hel\u200blo\u00ad world\ufeff", "\u200bHello \u2060world", "Hello  world!", "x²", "x2")
+    assert dedup(h).tolist() == [0, 3, 4, 5]  # NFKC is not exact: x² and x2 stay apart
+
+
+exact_text = st.lists(st.sampled_from(list("ab \t\n\u00a0\u3000\u00e9Z\x00") + HIDDEN + ["e\u0301", "e\u200d\u0301"]),
+                      max_size=10).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(exact_text, max_size=3), min_size=1, max_size=6))
+def test_bulk_keys_match_the_reference_with_invisible_characters(convs):
+    keys = conversation_hashes(History.from_chats([[{"role": "user", "content": t} for t in c] for c in convs])).tolist()
+    norm = [tuple(normalize_text(t) for t in c) for c in convs]
+    for i in range(len(convs)):
+        for j in range(len(convs)):
+            assert (keys[i] == keys[j]) == (norm[i] == norm[j]), (convs[i], convs[j])

@@ -153,6 +153,7 @@ def check_extras(extras, idx: list, lengths: list, spec: ExtrasSpec) -> list[dic
                                  f"{t.dtype}, but this rollout's {name!r} has {shape} and {dtype}")
             new_shapes.setdefault(name, shape)
             new_dtypes.setdefault(name, dtype)
+            t = t.detach()  # values only: a column of tokens() never carries autograd history
             stored = narrow_integers(t)
             out[k][name] = (stored if stored is not t else t.clone()).contiguous()
     for name, shape in new_shapes.items():

@@ -28,6 +28,7 @@ Example:
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..td import NonTensorData, RaggedTensorDict, TensorDict
@@ -38,6 +39,9 @@ __all__ = ["build_tokens", "ExtrasSpec", "RowSide"]
 
 def build_tokens(rows: list, sides: list, spec: ExtrasSpec, per_turn: bool = False, compact: bool = True) -> RaggedTensorDict:
     """The ragged token set of ``rows`` (``TokenRow`` buffers) with their ``sides`` (see the module docstring)."""
+    for name, flag in (("per_turn", per_turn), ("compact", compact)):
+        if not isinstance(flag, (bool, np.bool_)):  # a string such as "no" would be true
+            raise TypeError(f"tokens: {name} must be True or False, got {flag!r}")
     if per_turn:
         # (row, start, end) of every turn: the row's ids up to the turn's end, its mask on [start, end)
         items = [(row, side, s, e) for row, side in zip(rows, sides) for s, e in side.turns]

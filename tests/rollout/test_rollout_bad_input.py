@@ -286,3 +286,44 @@ def test_conversation_rollback_after_a_cut_response(qwen):
         c.rollback((1, 1, 0, torch.zeros(0)))
     f = c.fork(2)
     assert f.messages == c.messages and torch.equal(f.tokens()["input_ids"], c.tokens()["input_ids"])
+
+
+def test_qwen3_cut_thinking_continued_then_rewritten_keeps_per_turn_rows(qwen):
+    """Qwen3 drops earlier <think> blocks from a render: the kept ids are the ones used, and
+    each per-turn row is exactly the prompt the policy was given, then its ids."""
+    from pathlib import Path
+
+    from chatdata.matrix.tito import family_tokenizer
+
+    src = (Path(__file__).resolve().parents[1] / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8")
+    tok = family_tokenizer(qwen, [src])
+    ro = Rollout([[{"role": "user", "content": "2+2?"}]], tokenizer=tok, chat_template=src)
+    pieces = [enc(tok, "<think>\nEa"), enc(tok, "sy, vier.\n</think>\n\n4<|im_end|>"), enc(tok, "<think>\nx\n</think>\n\n6<|im_end|>")]
+    prompts = []
+    for k, ids in enumerate(pieces):
+        if k == 2:
+            ro.add_messages([[{"role": "user", "content": "3+3?"}]])
+        prompts.append(ro.prompt_ids()[0].clone())
+        ro.add_response([ids], logprobs=[torch.full((len(ids),), -0.5)])
+    chat = ro.history.to_chats()[0]
+    assert chat[1] == {"role": "assistant", "content": "4", "reasoning_content": "Easy, vier."}  # one message
+    assert chat[3] == {"role": "assistant", "content": "6", "reasoning_content": "x"}
+    rows = ro.tokens(per_turn=True)
+    assert rows.batch_size[0] == 3
+    for t, (p, ids) in enumerate(zip(prompts, pieces)):
+        row = rows[t]
+        assert torch.equal(row["input_ids"], torch.cat([p, ids]))
+        assert torch.equal(row["assistant_masks"].bool(), torch.arange(len(row["input_ids"])) >= len(p))
+        assert torch.equal(row["logprobs"][len(p):], torch.full((len(ids),), -0.5))
+    assert ro.drift()[0] is not None  # the earlier <think> is gone from a fresh render: reported
+
+
+def test_tokens_flags_must_be_booleans(qwen):
+    ro = Rollout([USER], tokenizer=qwen)
+    ro.add_response([enc(qwen, "a" + EOT)], extras={"w": [torch.ones(2, requires_grad=True)]})
+    with pytest.raises(TypeError, match="tokens: per_turn must be True or False, got 'no'"):
+        ro.tokens(per_turn="no")  # was: a per-turn token set (a non-empty string is true)
+    with pytest.raises(TypeError, match="tokens: compact must be True or False, got None"):
+        ro.tokens(compact=None)
+    td = ro.tokens(per_turn=np.bool_(True))
+    assert not td[0]["w"].requires_grad  # extras keep their values, not their autograd graph

@@ -48,7 +48,8 @@ def _tensor(i: int, value: Any, what: str, dtype: torch.dtype | None = None) -> 
 
 def per_row(value: Any, what: str) -> list:
     """``value`` as one item per row: a list or tuple as it is, a nested tensor unbound, a 1-D
-    tensor (or numpy array) as one row's; a 2-D one is refused (its padding would be kept).
+    tensor (or numpy array) as one row's; a 2-D one is refused for ids (its padding would be
+    kept) and unbound for logprobs (each row must then have its response's length).
 
     Example:
         >>> [t.tolist() for t in per_row(torch.tensor([1, 2]), "ids")]
@@ -61,8 +62,10 @@ def per_row(value: Any, what: str) -> list:
             return list(value.unbind())
         if value.ndim == 1:
             return [value]
+        if value.ndim == 2 and what == "logprob":
+            return list(value.unbind())
         raise ValueError(f"add_response takes one 1-D {what} tensor per row (a list, or a nested tensor), got a "
-                         f"tensor of shape {tuple(value.shape)}: padding would be kept as generated ids")
+                         f"tensor of shape {tuple(value.shape)}: padding would be kept as generated {what}s")
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"add_response takes a list with one {what} tensor per row, got {type(value).__name__}")
     return list(value)

@@ -327,3 +327,17 @@ def test_tokens_flags_must_be_booleans(qwen):
         ro.tokens(compact=None)
     td = ro.tokens(per_turn=np.bool_(True))
     assert not td[0]["w"].requires_grad  # extras keep their values, not their autograd graph
+
+
+def test_logprobs_as_one_2d_tensor(qwen):
+    ro = Rollout([USER, USER], tokenizer=qwen)
+    a, b = enc(qwen, "Acht." + EOT), enc(qwen, "Vier." + EOT)
+    assert len(a) == len(b)
+    lp = -torch.rand(2, len(a))
+    ro.add_response([a, b], logprobs=lp)  # one row of logprobs per response, all of its length
+    for r in range(2):
+        row = ro.tokens()[r]
+        assert torch.equal(row["logprobs"][row["assistant_masks"].bool()], lp[r])
+    ro.add_messages([USER, USER])
+    with pytest.raises(ValueError, match=r"row 1: logprobs have shape \(4,\) but the response has 2 ids"):
+        ro.add_response([a, b[:2]], logprobs=torch.zeros(2, 4))  # padded: refused, not kept

@@ -76,6 +76,8 @@ def find_duplicates(history, mode: str = "exact", threshold: float = 0.8, *, chu
     """
     if mode not in MODES:
         raise ValueError(f"mode must be 'exact' or 'near', got {mode!r}")
+    if not isinstance(chunk, (int, np.integer)) or isinstance(chunk, bool) or chunk < 1:
+        raise ValueError(f"chunk must be an integer >= 1 (conversations per pass), got {chunk!r}")
     n = len(conversation_offsets(history)) - 1
     sim = np.full(n, np.nan)
     if mode == "exact":

@@ -262,3 +262,12 @@ def test_bulk_keys_match_the_reference_with_invisible_characters(convs):
     for i in range(len(convs)):
         for j in range(len(convs)):
             assert (keys[i] == keys[j]) == (norm[i] == norm[j]), (convs[i], convs[j])
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 1.5, True])
+def test_find_duplicates_chunk_must_be_a_positive_int(chunk):
+    """chunk=-1 returned no decision at all (dedup then kept nothing); 0 and 1.5 raised from range()."""
+    h = users("a b c d e f", "a b c d e f", "g h")
+    with pytest.raises(ValueError, match="chunk must be an integer >= 1"):
+        find_duplicates(h, "near", chunk=chunk)
+    assert find_duplicates(h, "near", chunk=1)[0].tolist() == [-1, 0, -1]

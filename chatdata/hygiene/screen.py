@@ -39,6 +39,8 @@ class Screen:
     def __init__(self, *, check_tools: bool = False, tools=None, skip_bad: bool = False, dedup: str | None = None,
                  threshold: float = 0.8, contamination: ContaminationIndex | None = None,
                  drop_contaminated: bool = True):
+        if dedup not in (None, "exact", "near"):
+            raise ValueError(f"Screen: dedup must be None, 'exact' or 'near', got {dedup!r}")
         self.check_tools, self.tools, self.skip_bad = check_tools, tools, skip_bad
         self.report = HygieneReport()
         self.report.dedup_mode = dedup

@@ -271,3 +271,13 @@ def test_find_duplicates_chunk_must_be_a_positive_int(chunk):
     with pytest.raises(ValueError, match="chunk must be an integer >= 1"):
         find_duplicates(h, "near", chunk=chunk)
     assert find_duplicates(h, "near", chunk=1)[0].tolist() == [-1, 0, -1]
+
+
+def test_screen_refuses_an_unknown_dedup_mode():
+    """Screen(dedup="fuzzy") deduplicated nothing, silently."""
+    from chatdata.hygiene import Screen
+
+    with pytest.raises(ValueError, match="Screen: dedup must be None, 'exact' or 'near', got 'fuzzy'"):
+        Screen(dedup="fuzzy")
+    with pytest.raises(ValueError, match="threshold must be in"):
+        Screen(dedup="near", threshold=1.0)

@@ -122,7 +122,7 @@ def response_logprobs(i: int, logprobs: Any, n: int) -> torch.Tensor:
 
 def row_indices(rows: Any, b: int, what: str) -> list[int]:
     """Row numbers of a rollout of ``b`` rows from ``rows`` (None: all; an int; ints; a bool
-    mask of ``b`` entries), each once, negatives counted from the end.
+    mask of ``b`` entries, a tensor, array or list), each once, negatives counted from the end.
 
     Example:
         >>> row_indices(torch.tensor([True, False, True]), 3, "f"), row_indices([-1], 3, "f")
@@ -130,6 +130,8 @@ def row_indices(rows: Any, b: int, what: str) -> list[int]:
     """
     if rows is None:
         return list(range(b))
+    if isinstance(rows, (list, tuple)) and rows and all(isinstance(r, bool) for r in rows):
+        rows = torch.tensor(rows)  # a mask written as a list
     if isinstance(rows, torch.Tensor) or type(rows).__module__ == "numpy":
         t = torch.as_tensor(rows)
         if t.dtype == torch.bool:

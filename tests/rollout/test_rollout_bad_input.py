@@ -121,10 +121,15 @@ def test_rows_given_as_numpy_or_a_mask(qwen):
     with pytest.raises(TypeError, match="rows must be ints, got 1.0"):
         ro.add_response([ok], rows=[1.0])
     assert unchanged(ro, before)
+    with pytest.raises(ValueError, match="a bool mask of rows needs one entry per row"):
+        ro.add_response([ok], rows=[True, False])
+    assert unchanged(ro, before)
     ro.add_response([ok], rows=np.array([True, False, False]))
     ro.add_response([ok], rows=[np.int64(1)])
     ro.add_response([ok], rows=np.int32(-1))
     assert [len(s) for s in ro.turn_spans()] == [1, 1, 1]
+    ro.add_messages([USER], rows=[False, True, False])  # a mask written as a list
+    assert [len(c) for c in ro.history.to_chats()] == [2, 3, 2]
 
 
 @pytest.mark.parametrize("start, match", [

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -92,6 +93,9 @@ class Rollout:
                  chat_template_name: str | None = None, tools: Any = None, **template_kwargs: Any) -> None:
         if tokenizer is None:
             raise ValueError("Rollout needs the policy's tokenizer (tokenizer=...)")
+        if isinstance(tokenizer, (str, bytes, Path)) or not callable(getattr(tokenizer, "decode", None)):
+            raise TypeError(f"Rollout needs the policy's tokenizer object (a transformers tokenizer), got "
+                            f"{type(tokenizer).__name__}: load it first, e.g. AutoTokenizer.from_pretrained(name)")
         self.tokenizer = tokenizer
         self.template = resolve_chat_template(tokenizer, chat_template, chat_template_name, tools)
         self.tools = tools

@@ -346,3 +346,12 @@ def test_logprobs_as_one_2d_tensor(qwen):
     ro.add_messages([USER, USER])
     with pytest.raises(ValueError, match=r"row 1: logprobs have shape \(4,\) but the response has 2 ids"):
         ro.add_response([a, b[:2]], logprobs=torch.zeros(2, 4))  # padded: refused, not kept
+
+
+def test_a_tokenizer_name_is_not_a_tokenizer(qwen, tmp_path):
+    """A str has .encode: Rollout failed inside it ('add_special_tokens' is an invalid keyword)."""
+    for bad in ("Qwen/Qwen2.5-7B-Instruct", tmp_path):
+        with pytest.raises(TypeError, match="Rollout needs the policy's tokenizer object .* got (str|PosixPath)"):
+            Rollout([USER], tokenizer=bad)
+        with pytest.raises(TypeError, match="tokenizer object"):
+            Conversation(USER, tokenizer=bad)

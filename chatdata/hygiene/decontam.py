@@ -148,8 +148,10 @@ class ContaminationIndex:
         n, min_words = int(n), int(min_words)
         self.n = n
         self.min_words = min(min_words, n)
-        self.names = list(benchmarks)
-        self.prompts = {name: list(p) for name, p in benchmarks.items()}
+        if not isinstance(benchmarks, dict):
+            raise TypeError(f"ContaminationIndex takes {{benchmark name: [prompt, ...]}}, got {type(benchmarks).__name__}")
+        self.prompts = as_benchmarks(benchmarks)  # every prompt a str, or a TypeError naming it
+        self.names = list(self.prompts)
         self.skipped = {}  # benchmark -> prompts too short to use
         # per gram length: gram hash -> benchmark number << 40 | prompt number
         self._tables: dict[int, KeyIndex] = {}

@@ -281,3 +281,14 @@ def test_screen_refuses_an_unknown_dedup_mode():
         Screen(dedup="fuzzy")
     with pytest.raises(ValueError, match="threshold must be in"):
         Screen(dedup="near", threshold=1.0)
+
+
+def test_contamination_index_checks_its_prompts():
+    from chatdata.hygiene import ContaminationIndex
+
+    with pytest.raises(TypeError, match="benchmark 'quiz' must be a list of prompt strings, got str"):
+        ContaminationIndex({"quiz": PROMPT})  # was: an index of its characters, which found nothing
+    with pytest.raises(TypeError, match=r"ContaminationIndex takes \{benchmark name: \[prompt, ...\]\}, got list"):
+        ContaminationIndex([PROMPT])
+    index = ContaminationIndex({"quiz": (p for p in [PROMPT])})
+    assert decontaminate(users(SENTENCE, "hi"), index).tolist() == [0]

@@ -355,3 +355,17 @@ def test_a_tokenizer_name_is_not_a_tokenizer(qwen, tmp_path):
             Rollout([USER], tokenizer=bad)
         with pytest.raises(TypeError, match="tokenizer object"):
             Conversation(USER, tokenizer=bad)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 15])
+def test_mistral_tool_call_cut_and_continued_is_one_call(mistral, cut):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    ids = enc(mistral, '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abc123def"}]</s>')
+    ro = Rollout([[{"role": "user", "content": "Météo à Paris? ☔"}]], tokenizer=mistral, tools=tools)
+    ro.add_response([ids[:cut]])
+    ro.add_response([ids[cut:]])
+    assert ro.history.to_chats()[0][-1]["tool_calls"] == [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}, "id": "abc123def"}]
+    ro.add_messages([[{"role": "tool", "content": "pluie, 12°C", "tool_call_id": "abc123def"}]])
+    assert ro.drift() == [None]

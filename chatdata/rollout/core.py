@@ -266,7 +266,7 @@ class Rollout:
         """
         if isinstance(msgs, History):
             msgs = _as_chats(msgs)
-        if isinstance(msgs, (str, bytes, Mapping)) or not isinstance(msgs, Sequence):
+        if type(msgs) is not list and (isinstance(msgs, (str, bytes, Mapping)) or not isinstance(msgs, Sequence)):
             raise TypeError(f"add_messages takes one list of message dicts per row, got {type(msgs).__name__}")
         idx = self._row_indices(rows, len(msgs), "add_messages")
         new = []

@@ -80,22 +80,24 @@ def response_ids(i: int, ids: Any, vocab_size: int | None) -> torch.Tensor:
         ...
         TypeError: row 0: response ids must be integers, got torch.float32
     """
-    t = _tensor(i, ids, "a response")
+    t = ids if isinstance(ids, torch.Tensor) else _tensor(i, ids, "a response")
     if t.ndim != 1:
         raise ValueError(f"row {i}: a response must be a 1-D tensor of ids, got shape {tuple(t.shape)}")
     if t.numel() == 0:
         raise ValueError(f"row {i}: the response is empty (a response holds at least one id)")
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise TypeError(f"row {i}: response ids must be integers, got {t.dtype}")
+    dtype = t.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise TypeError(f"row {i}: response ids must be integers, got {dtype}")
     if t.is_meta:
         raise ValueError(f"row {i}: the response ids are a meta tensor (no values)")
-    lo, hi = (int(x) for x in torch.aminmax(t))
+    lo, hi = torch.aminmax(t)  # (.item() is cheaper than int() here: this runs every turn)
+    lo, hi = lo.item(), hi.item()
     if lo < 0 or (vocab_size is not None and hi >= vocab_size):
         bad = lo if lo < 0 else hi
         bound = f"[0, {vocab_size})" if vocab_size is not None else "(ids are >= 0)"
         raise ValueError(f"row {i}: sampled id {bad} is outside the tokenizer's vocabulary {bound}; pass the ids "
                          f"the policy sampled with this tokenizer")
-    return t.to(torch.int64)
+    return t if dtype == torch.int64 else t.to(torch.int64)
 
 
 def response_logprobs(i: int, logprobs: Any, n: int) -> torch.Tensor:
@@ -105,8 +107,8 @@ def response_logprobs(i: int, logprobs: Any, n: int) -> torch.Tensor:
         >>> response_logprobs(0, [-0.25, float("-inf")], 2).tolist()
         [-0.25, -inf]
     """
-    lp = _tensor(i, logprobs, "logprobs")
-    if lp.is_complex() or lp.dtype == torch.bool:
+    lp = logprobs if isinstance(logprobs, torch.Tensor) else _tensor(i, logprobs, "logprobs")
+    if lp.dtype.is_complex or lp.dtype == torch.bool:
         raise TypeError(f"row {i}: logprobs must be real numbers, got {lp.dtype}")
     if lp.ndim != 1 or lp.numel() != n:
         raise ValueError(f"row {i}: logprobs have shape {tuple(lp.shape)} but the response has {n} ids")
@@ -164,12 +166,13 @@ def chat_messages(i: int, messages: Any, what: str) -> list[dict]:
         >>> chat_messages(0, [{"role": "user", "content": "hi"}], "Rollout")
         [{'role': 'user', 'content': 'hi'}]
     """
-    if isinstance(messages, Mapping):
-        messages = [messages]
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple)):
-        raise TypeError(f"row {i}: {what} takes a list of message dicts per row, got {type(messages).__name__}")
+    if type(messages) is not list and type(messages) is not tuple:  # (exact types first: this is per turn)
+        if isinstance(messages, Mapping):
+            messages = [messages]
+        elif isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple)):
+            raise TypeError(f"row {i}: {what} takes a list of message dicts per row, got {type(messages).__name__}")
     for j, m in enumerate(messages):
-        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+        if not (type(m) is dict or isinstance(m, Mapping)) or not isinstance(m.get("role"), str):
             got = f"a dict without a str 'role' (keys: {sorted(map(str, m))})" if isinstance(m, Mapping) \
                 else type(m).__name__
             raise TypeError(f"row {i}: {what} takes a list of message dicts with a str 'role' per row; message {j} is "

@@ -113,10 +113,6 @@ class Rollout:
             self._encode_fast, self._decode_fast = backend.encode, backend.decode
             if twin_allowed():  # the verified tiktoken twin: same ids, faster (None when there is none)
                 self._twin = tiktoken_bpe_for(tokenizer)
-        try:
-            self._vocab_size: int | None = len(tokenizer)  # ids the tokenizer can decode: [0, len)
-        except TypeError:
-            self._vocab_size = None
         self._rows = [_Row(chat_messages(i, c, "Rollout")) for i, c in enumerate(_as_chats(history))]
         self._sides = [RowSide() for _ in self._rows]  # turn spans and extras (rollout/extras.py)
         self._extras = ExtrasSpec()
@@ -205,7 +201,7 @@ class Rollout:
             raise ValueError(f"add_response: got {len(logprobs)} logprob tensors for {len(idx)} rows")
         checked = []
         for k, i in enumerate(idx):
-            t = response_ids(i, ids[k], self._vocab_size)
+            t = response_ids(i, ids[k])
             lp = None
             if logprobs is not None and logprobs[k] is not None:
                 lp = response_logprobs(i, logprobs[k], t.numel())

@@ -5,21 +5,25 @@ before anything is stored. They cost O(1) torch calls per response (a min/max re
 comparison), never a Python loop over the ids.
 
 * ``response_ids``: one 1-D integer tensor (or list) per response, every id in
-  ``[0, vocab_size)`` (``len(tokenizer)``: the ids the tokenizer can decode; an id outside it
-  would be kept in ``input_ids`` but could be neither decoded nor embedded);
-* ``response_logprobs``: real numbers, one per id, each ``<= 0`` or ``-inf`` (NaN, ``+inf`` and
-  positive values are not log-probabilities: probabilities or negated logprobs passed by mistake);
+  ``[0, 2**31)`` (:data:`MAX_TOKEN_ID`). Ids at or past ``len(tokenizer)`` are kept verbatim:
+  a model's embedding is often larger than its tokenizer (Qwen2.5: 151,936 rows, 151,665
+  tokens), a policy can sample those rows, and the ids it sampled are what it trains on (they
+  decode to no text);
+* ``response_logprobs``: real numbers, one per id; NaN, ``+inf`` and values above
+  :data:`MAX_LOGPROB` are refused. A log-probability is ``<= 0``; a backend's rounding can put
+  one a little above 0, never near 0.1, so a larger value is probabilities or negated
+  logprobs passed by mistake;
 * ``row_indices``: ints (numpy integers too), or a bool mask with one entry per row;
 * ``chat_messages``: a list of message dicts, each with a str ``role``.
 
 Example:
     >>> import torch
-    >>> response_ids(0, [5, 7], vocab_size=10).tolist()
+    >>> response_ids(0, [5, 7]).tolist()
     [5, 7]
-    >>> response_ids(2, torch.tensor([5, 12]), vocab_size=10)
+    >>> response_ids(2, torch.tensor([5, -1]))
     Traceback (most recent call last):
     ...
-    ValueError: row 2: sampled id 12 is outside the tokenizer's vocabulary [0, 10); pass the ids the policy sampled with this tokenizer
+    ValueError: row 2: sampled id -1 is not a token id (ids are in [0, 2**31)); pass the ids the policy sampled
     >>> response_logprobs(0, [-0.5, float("nan")], 2)
     Traceback (most recent call last):
     ...
@@ -33,7 +37,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["per_row", "response_ids", "response_logprobs", "row_indices", "chat_messages"]
+__all__ = ["per_row", "response_ids", "response_logprobs", "row_indices", "chat_messages", "MAX_TOKEN_ID",
+           "MAX_LOGPROB"]
+
+#: sampled ids are below this (int32 token ids, as inference engines and the gateway's logs hold them)
+MAX_TOKEN_ID = 2 ** 31
+#: the largest logprob taken: above 0 only by a backend's rounding, which stays far below this
+MAX_LOGPROB = 0.1
 
 
 def _tensor(i: int, value: Any, what: str, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -71,11 +81,11 @@ def per_row(value: Any, what: str) -> list:
     return list(value)
 
 
-def response_ids(i: int, ids: Any, vocab_size: int | None) -> torch.Tensor:
+def response_ids(i: int, ids: Any) -> torch.Tensor:
     """The sampled ids of row ``i`` as a 1-D int64 tensor, checked (see the module docstring).
 
     Example:
-        >>> response_ids(0, [1.0, 2.0], vocab_size=None)
+        >>> response_ids(0, [1.0, 2.0])
         Traceback (most recent call last):
         ...
         TypeError: row 0: response ids must be integers, got torch.float32
@@ -92,11 +102,9 @@ def response_ids(i: int, ids: Any, vocab_size: int | None) -> torch.Tensor:
         raise ValueError(f"row {i}: the response ids are a meta tensor (no values)")
     lo, hi = torch.aminmax(t)  # (.item() is cheaper than int() here: this runs every turn)
     lo, hi = lo.item(), hi.item()
-    if lo < 0 or (vocab_size is not None and hi >= vocab_size):
-        bad = lo if lo < 0 else hi
-        bound = f"[0, {vocab_size})" if vocab_size is not None else "(ids are >= 0)"
-        raise ValueError(f"row {i}: sampled id {bad} is outside the tokenizer's vocabulary {bound}; pass the ids "
-                         f"the policy sampled with this tokenizer")
+    if lo < 0 or hi >= MAX_TOKEN_ID:
+        raise ValueError(f"row {i}: sampled id {lo if lo < 0 else hi} is not a token id (ids are in [0, 2**31)); "
+                         "pass the ids the policy sampled")
     return t if dtype == torch.int64 else t.to(torch.int64)
 
 
@@ -114,7 +122,7 @@ def response_logprobs(i: int, logprobs: Any, n: int) -> torch.Tensor:
         raise ValueError(f"row {i}: logprobs have shape {tuple(lp.shape)} but the response has {n} ids")
     if lp.dtype != torch.float32:
         lp = lp.to(torch.float32)
-    ok = lp.detach().cpu().numpy() <= 0  # False for NaN and +inf too
+    ok = lp.detach().cpu().numpy() <= MAX_LOGPROB  # False for NaN and +inf too
     if not ok.all():
         j = int((~ok).nonzero()[0][0])
         raise ValueError(f"row {i}: logprobs must be log-probabilities (<= 0, or -inf); got {float(lp[j])} at "

@@ -32,22 +32,29 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
-def check_output(out, overwrite: bool, *, kind: str = "folder") -> None:
+def check_output(out, overwrite: bool, *, kind: str = "folder", inputs=(), make_parents: bool = True) -> None:
     """The one overwrite rule of every subcommand: an existing output is replaced only with
     ``--overwrite``, and a folder only if it is empty or holds a chatdata dataset (never a folder
-    of someone else's files). ``kind`` is ``"folder"`` or ``"file"``.
+    of someone else's files). ``kind`` is ``"folder"`` or ``"file"``. The output must also be
+    apart from the command's ``inputs`` (not one of them, not inside one, not holding one) and its
+    folder writable (created by the command when ``make_parents``): checked before any work.
 
     Example:
         >>> import tempfile; check_output(tempfile.mkdtemp(), overwrite=False)  # empty: fine
     """
+    from .paths import check_apart, check_writable
+
     out = Path(out)
+    check_apart(out, inputs)
     if kind == "file":
         if out.is_dir():
             raise CLIError(f"{out} is a folder; give a file name")
         if out.exists() and not overwrite:
             raise CLIError(f"{out} already exists; pass --overwrite to replace it")
+        check_writable(out, make_parents=make_parents)
         return
     if not out.exists():
+        check_writable(out, make_parents=make_parents)
         return
     if not out.is_dir():
         raise CLIError(f"{out} exists and is a file; choose another output folder")
@@ -60,6 +67,7 @@ def check_output(out, overwrite: bool, *, kind: str = "folder") -> None:
             raise CLIError(f"{out} is a non-empty folder that is not a chatdata dataset; refusing to replace it")
         if not overwrite:
             raise CLIError(f"{out} already holds a dataset; pass --overwrite to replace it")
+    check_writable(out, make_parents=make_parents)
 
 
 def color_enabled(stream=None) -> bool:

@@ -49,7 +49,7 @@ def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite:
         raise CLIError(f"{ds if isinstance(ds, (str, os.PathLike)) else 'the dataset'} holds no conversation; "
                        "pass --allow-empty to write an empty file")
     if str(out) != "-":
-        check_output(out, overwrite, kind="file")
+        check_output(out, overwrite, kind="file", inputs=[ds] if isinstance(ds, (str, os.PathLike)) else ())
     bar = Progress("exporting", total=n, unit="conversations", enabled=progress)
     dumps = json.JSONEncoder(ensure_ascii=False).encode
     if str(out) == "-":
@@ -91,7 +91,7 @@ def _export_parquet(ds, out, chunk_size: int, *, overwrite: bool = True, allow_e
         raise CLIError("Parquet cannot be written to stdout; give a .parquet file name")
     if not Path(ds).exists():
         raise CLIError(f"{ds}: no such dataset (run `chatdata import SRC {ds}` first)")
-    check_output(out, overwrite, kind="file")
+    check_output(out, overwrite, kind="file", inputs=[ds])
     try:
         if not allow_empty and len(open_dataset(ds)) == 0:
             raise CLIError(f"{ds} holds no conversation; pass --allow-empty to write an empty file")

@@ -222,6 +222,10 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     src, out = Path(src), Path(out)
     if not src.exists():
         raise CLIError(f"{src}: no such file")
+    from .paths import check_apart, check_writable
+
+    check_apart(out, [src])  # before anything is read or written: an import never replaces its source
+    check_writable(out)
     if not src.is_dir() and not stat.S_ISREG(src.stat().st_mode):  # a pipe: /dev/stdin, <(zcat x.gz)
         spooled = _spool(src, out)  # its format is sniffed from its first lines, then it is read: twice
         try:

@@ -220,9 +220,10 @@ def run(args) -> int:
     h = load_history(args.ds)
     stats = dataset_stats(h)
     if args.plot:
+        from .common import check_output
+
         out = Path(args.plot)
-        if out.parent and not out.parent.exists():
-            raise CLIError(f"--plot {args.plot}: folder {out.parent} does not exist")
+        check_output(out, True, kind="file", inputs=[args.ds], make_parents=False)  # --plot replaces a PNG
         plot(stats, out)
     from ..gateway import is_gateway_output
 

@@ -115,9 +115,10 @@ def run_token_info(args) -> int:
 
     st = token_set_stats(args.ds)
     if getattr(args, "plot", None):
+        from .common import check_output
+
         out = Path(args.plot)
-        if out.parent and not out.parent.exists():
-            raise CLIError(f"--plot {args.plot}: folder {out.parent} does not exist")
+        check_output(out, True, kind="file", inputs=[args.ds], make_parents=False)  # --plot replaces a PNG
         _plot(st, out)
     if getattr(args, "json", False):
         say(json.dumps({k: v for k, v in st.items() if not k.startswith("_")}, indent=2))

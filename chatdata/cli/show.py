@@ -147,7 +147,8 @@ def run(args) -> int:
         raise CLIError(f"{args.ds} is a token set: its trained tokens are fixed; the what-is-trained flags, "
                        "--template and --tools apply to datasets", code=2)
     if args.html:
-        check_output(args.html, args.overwrite, kind="file")
+        check_output(args.html, args.overwrite, kind="file", make_parents=False,
+                     inputs=[args.ds, args.tokenizer, args.template, args.tools])
     tok = load_tokenizer(args.tokenizer)
     sec, subtitle = _token_set_section(args, tok) if tokens else _history_section(args, tok, selection)
     if args.html:

@@ -83,7 +83,8 @@ def run(args):
         raise CLIError("give a template name, a .jinja file or a tokenizer folder, or --all")
     selection = selection_from_args(args)
     if args.html:
-        check_output(args.html, args.overwrite, kind="file")
+        check_output(args.html, args.overwrite, kind="file", make_parents=False,
+                     inputs=[args.target, args.tokenizer, args.tools])
     template, tok = _template_and_tokenizer(args.target, args.tokenizer)
     tools = load_tools(args.tools)
     try:

@@ -145,7 +145,7 @@ def tokenize_dataset(ds, out, tokenizer, template: str, *, tools=None, max_lengt
 
     h = load_history(ds) if isinstance(ds, (str, Path)) else ds
     out = Path(out)
-    check_output(out, overwrite)
+    check_output(out, overwrite, inputs=[ds] if isinstance(ds, (str, Path)) else ())
     n = len(h)
     if n == 0 and not allow_empty:
         raise CLIError(f"{ds if isinstance(ds, (str, Path)) else 'the dataset'} holds no conversation; "
@@ -206,6 +206,9 @@ def _run_on_ray(args) -> int:
     if args.skip_bad:
         raise CLIError("--skip-bad is not supported with --ray yet (a bad conversation stops the job)")
     out = Path(args.out)
+    from .paths import check_apart
+
+    check_apart(out, [args.ds])
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise CLIError(f"{out} already exists; pass --overwrite to replace it")
     tok = load_tokenizer(args.tokenizer)  # checked here, loaded again by every worker
@@ -246,6 +249,7 @@ def run(args) -> int:
                            code=2)
         return _run_on_ray(args)
     h = load_history(args.ds)
+    check_output(args.out, args.overwrite, inputs=[args.ds, args.tokenizer, args.template, args.tools])  # before loading
     tok = load_tokenizer(args.tokenizer)
     template = resolve_template(args.template, tok)
     tools = load_tools(args.tools)

@@ -315,9 +315,10 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         stats.messages += int(h.conversation_offsets()[-1])
 
     start = time.perf_counter()
-    writer = _sharded_writer(out, shard_size, overwrite, durable) if shard_size else \
-        StreamWriter(out, tensorclass=History, columns=(*FIELDS, FLAGS_KEY), durable=durable)
+    writer = None
     try:
+        writer = _sharded_writer(out, shard_size, overwrite, durable) if shard_size else \
+            StreamWriter(out, tensorclass=History, columns=(*FIELDS, FLAGS_KEY), durable=durable)
         convs, wheres = [], []
         tools_of = [] if want_tools else None
         flushed_at = 0
@@ -361,7 +362,8 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
                 writer.append(RaggedTensorDict(build_storage([], None), torch.zeros(1, dtype=torch.int64)))
         writer.close()
     except BaseException:
-        writer.abort()
+        if writer is not None:
+            writer.abort()
         raise
     finally:
         bar.close()

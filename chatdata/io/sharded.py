@@ -379,6 +379,9 @@ class ShardedWriter:
         self._current = None
         self._current_name = None
         self._current_items = 0
+        # the folders this writer makes, removed again by abort() when it leaves them empty: a failed
+        # import leaves no `OUT/shards/` that the next import would refuse as someone else's folder
+        self._made = [p for p in (self.path / SHARDS, *(self.path / SHARDS).parents) if not p.exists()]
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
 
     def _open(self):
@@ -437,3 +440,7 @@ class ShardedWriter:
         for e in self.entries:
             shutil.rmtree(self.path / e["path"], ignore_errors=True)
         self.entries = []
+        for folder in self._made:  # innermost first; a folder something else wrote into stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self._made = []

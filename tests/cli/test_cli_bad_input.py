@@ -115,3 +115,57 @@ def test_an_unwritable_output_is_one_line_naming_it(work, args, bad):
 def test_an_html_page_in_a_missing_folder_names_the_folder(work):
     one_error_line(run_cli("show", work / "ds", "0", "--html", work / "nowhere" / "view.html"),
                    "nowhere", "does not exist")
+
+
+# -- a failed or interrupted command leaves nothing behind ---------------------------------------
+@pytest.mark.parametrize("shards", [[], ["--shard-size", "2"]])
+def test_a_failed_import_leaves_no_folder_and_the_retry_works(tmp_path, shards):
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    write_jsonl(tmp_path / "good.jsonl", [{"messages": c} for c in CHATS])
+    out = tmp_path / "new" / "deeper" / "ds"
+    one_error_line(run_cli("import", tmp_path / "bad.jsonl", out, *shards), "bad.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "good.jsonl"]  # no OUT/shards/, no parents
+    assert run_cli("import", tmp_path / "good.jsonl", out, *shards).returncode == 0
+
+
+def _interrupt_when(pattern: str, folder: Path, *args):
+    """Run ``chatdata ARGS`` in a new process, send it SIGINT (Ctrl-C) as soon as ``pattern`` (a
+    temporary folder of its output) appears in ``folder``, and return what it printed."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("CHATDATA_DEBUG", None)
+    proc = subprocess.Popen([sys.executable, "-m", "chatdata", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    while proc.poll() is None and not list(folder.glob(pattern)):
+        time.sleep(0.005)
+    assert proc.poll() is None, "the command ended before it wrote anything: give it more input"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def big_source(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "big.jsonl"
+    line = '{"messages": [{"role": "user", "content": "%s"}, {"role": "assistant", "content": "%s"}]}\n'
+    with open(path, "w") as f:
+        for i in range(200_000):
+            f.write(line % (f"question number {i} " * 3, f"the answer to {i} " * 3))
+    return path
+
+
+@pytest.mark.parametrize("what", ["import", "import-sharded", "tokenize"])
+def test_ctrl_c_leaves_nothing_and_exits_130_with_one_line(tmp_path, big_source, what):
+    if what == "tokenize":
+        ds = tmp_path / "in" / "ds"
+        assert run_cli("import", big_source, ds, "-q").returncode == 0
+        args, pattern = ("tokenize", ds, tmp_path / "out", "--batch-size", "64"), ".out.tmp-*"
+    elif what == "import":
+        args, pattern = ("import", big_source, tmp_path / "out", "--chunk-size", "500"), ".out.tmp-*"
+    else:
+        args, pattern = ("import", big_source, tmp_path / "out", "--chunk-size", "500", "--shard-size", "1000"), \
+            "out/shards/.shard-*"
+    code, out, err = _interrupt_when(pattern, tmp_path, *args)
+    assert code == 130, (code, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == [f"chatdata {what.split('-')[0]}: interrupted (nothing half-written was kept)"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["in"] if what == "tokenize" else [])

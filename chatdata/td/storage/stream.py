@@ -291,15 +291,21 @@ class StreamWriter:
             tensorclass = f"{tensorclass.__module__}.{tensorclass.__qualname__}"
         self.tensorclass = tensorclass
         self.durable = durable
+        self._made = [p for p in self.path.parents if not p.exists()]  # abort() removes them if left empty
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_orphans(self.path)  # temp folders of earlier writers to this path that died
         self._temp = WriterTemp(self.path).__enter__()  # short, locked temp folder (tempdirs.py)
-        self.tmp = self._temp.data
-        self.values_dir = self.tmp / "_storage" / "_values" if tensorclass else self.tmp / "_values"
-        self.values_dir.mkdir(parents=True)
-        self.ragged_dir = self.values_dir.parent
-        self._offsets = HashingFile.open(self.ragged_dir / "_offsets.memmap")
-        self._offsets.write(np.zeros(1, dtype=np.int64).tobytes())
+        try:  # e.g. Ctrl-C right now: no temporary folder is left behind
+            self.tmp = self._temp.data
+            self.values_dir = self.tmp / "_storage" / "_values" if tensorclass else self.tmp / "_values"
+            self.values_dir.mkdir(parents=True)
+            self.ragged_dir = self.values_dir.parent
+            self._offsets = HashingFile.open(self.ragged_dir / "_offsets.memmap")
+            self._offsets.write(np.zeros(1, dtype=np.int64).tobytes())
+        except BaseException:
+            self._temp.__exit__(None, None, None)
+            self._remove_made_folders()
+            raise
         # file writes run on one background thread (they release the GIL), overlapping the
         # caller's parsing of the next chunk; at most one chunk's writes are in flight
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="chatdata-stream")
@@ -410,3 +416,11 @@ class StreamWriter:
             self._offsets.close()
         self._temp.__exit__(None, None, None)
         self.closed = True
+        self._remove_made_folders()
+
+    def _remove_made_folders(self) -> None:
+        for folder in self._made:  # the output's parent folders this writer made, innermost first
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (something else wrote there) or already gone
+                break

@@ -18,6 +18,7 @@ from .common import CLIError, plural, say
 __all__ = ["add_arguments", "build_screen", "ScreenedImport", "finish", "summary"]
 
 MAX_REPORTED = 20
+MAX_NGRAM = 1_000_000  # words; more would overflow the int64 sizes (and no prompt is that long)
 
 
 def add_arguments(p) -> None:
@@ -54,8 +55,8 @@ def build_screen(args):
         raise CLIError("--tools names the tools for --check-tools; pass --check-tools too")
     if (args.decontaminate_column or args.flag_contaminated) and not args.decontaminate:
         raise CLIError("--decontaminate-column and --flag-contaminated go with --decontaminate FILE...")
-    if args.ngram < 1:
-        raise CLIError(f"--ngram must be >= 1, got {args.ngram}")
+    if not 1 <= args.ngram <= MAX_NGRAM:
+        raise CLIError(f"--ngram must be between 1 and {MAX_NGRAM:,} (words), got {args.ngram}")
     if not (args.check_tools or args.dedup or args.decontaminate):
         return None
     tools = None

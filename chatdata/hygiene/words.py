@@ -136,7 +136,7 @@ def ngram_hashes(hashes: np.ndarray, offsets: np.ndarray, n: int, *, short: bool
     m = max(total - n + 1, 0)
     acc = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for t in range(n):
+        for t in range(n if m else 0):  # no gram fits: skip the loop (n may be huge: --ngram 10**20)
             acc = acc * _MUL + hashes[t:t + m]
         grams = _mix(acc)
     counts = np.maximum(lengths - n + 1, 0)

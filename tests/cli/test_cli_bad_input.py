@@ -169,3 +169,21 @@ def test_ctrl_c_leaves_nothing_and_exits_130_with_one_line(tmp_path, big_source,
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines == [f"chatdata {what.split('-')[0]}: interrupted (nothing half-written was kept)"], err
     assert sorted(p.name for p in tmp_path.iterdir()) == (["in"] if what == "tokenize" else [])
+
+
+# -- numbers -----------------------------------------------------------------------------------
+def test_ngram_of_any_size_ends(tmp_path):
+    """--ngram far above every text's length ended never (a loop of N steps even when no N-gram fits)
+    or in an OverflowError; now a prompt shorter than N still counts as one whole gram."""
+    prompt = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    write_jsonl(tmp_path / "bench.jsonl", [{"prompt": prompt}])
+    write_jsonl(tmp_path / "chats.jsonl", [{"messages": [{"role": "user", "content": prompt}]},
+                                           {"messages": [{"role": "user", "content": "something else"}]}])
+    res = run_cli("import", tmp_path / "chats.jsonl", tmp_path / "ds", "--ngram", "1000000",
+                  "--decontaminate", tmp_path / "bench.jsonl")
+    assert res.returncode == 0, res.stderr
+    assert len(History.load_memmap(tmp_path / "ds")) == 1
+    for n in ("0", "1000001", str(10 ** 21)):
+        one_error_line(run_cli("import", tmp_path / "chats.jsonl", tmp_path / "ds2", "--ngram", n,
+                               "--decontaminate", tmp_path / "bench.jsonl"), "--ngram must be between 1 and")
+    assert not (tmp_path / "ds2").exists()

@@ -104,6 +104,11 @@ def load_history(path):
     except (FormatError, FileNotFoundError) as err:
         raise CLIError(f"{path} is not a chatdata dataset: {err}") from None
     if not isinstance(obj, History):
+        from ..td import RaggedTensorDict
+
+        if isinstance(obj, RaggedTensorDict) and "input_ids" in set(obj.keys()):
+            raise CLIError(f"{path} is a token set (made by `chatdata tokenize`), not a History dataset; give the "
+                           "dataset it was made from (datasets are made by `chatdata import`)")
         raise CLIError(f"{path} holds a {type(obj).__name__}, not a History dataset "
                        "(datasets are made by `chatdata import`)")
     if obj.ndim != 2:

@@ -83,17 +83,15 @@ def export_dataset(ds, out, chunk_size: int = 8192, progress=None, *, overwrite:
 
 def _export_parquet(ds, out, chunk_size: int, *, overwrite: bool = True, allow_empty: bool = True) -> int:
     """Parquet output: chatdata.io writes it (one row group per chunk)."""
-    from ..io.sharded import open_dataset
     from ..io.tables import export_parquet
     from ..td import FormatError
 
     if str(out) == "-":
         raise CLIError("Parquet cannot be written to stdout; give a .parquet file name")
-    if not Path(ds).exists():
-        raise CLIError(f"{ds}: no such dataset (run `chatdata import SRC {ds}` first)")
+    n = len(load_history(ds))  # what it holds: a History dataset (plain or sharded), else one line saying so
     check_output(out, overwrite, kind="file", inputs=[ds])
     try:
-        if not allow_empty and len(open_dataset(ds)) == 0:
+        if not allow_empty and n == 0:
             raise CLIError(f"{ds} holds no conversation; pass --allow-empty to write an empty file")
         return export_parquet(ds, out, chunk_size=chunk_size)
     except (ValueError, FormatError) as err:

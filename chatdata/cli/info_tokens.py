@@ -13,7 +13,7 @@ from .common import CLIError, say
 from .progress import human_count
 
 QUANTILES = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
-__all__ = ["is_token_set", "token_set_stats", "format_token_stats", "run_token_info"]
+__all__ = ["is_token_set", "open_token_set", "token_set_stats", "format_token_stats", "run_token_info"]
 
 
 def is_token_set(path) -> bool:
@@ -37,6 +37,49 @@ def is_token_set(path) -> bool:
     return isinstance(obj, RaggedTensorDict) and "input_ids" in set(obj.keys())
 
 
+def open_token_set(path, *, allow_empty: bool = False) -> list:
+    """The parts of the token set at ``path`` as TokenDatasets: the folder, or each shard of a
+    sharded one (``chatdata tokenize --ray``); ``[]`` for an empty one when ``allow_empty``.
+    Anything else is a CLIError naming it.
+
+    Example:
+        >>> from chatdata import History
+        >>> _ = History.from_chats([[{"role": "user", "content": "hi"}]]).memmap("ds/")
+        >>> open_token_set("ds/")
+        Traceback (most recent call last):
+        ...
+        chatdata.cli.common.CLIError: ds/ is not a token set: ... got History
+    """
+    from ..io.sharded import is_sharded, open_dataset
+    from ..td import FormatError
+    from ..train import ConcatTokenDataset, TokenDataset
+
+    try:
+        if is_sharded(path):
+            ds = open_dataset(path)
+            if ds.kind not in ("tokens", None):
+                raise CLIError(f"{path} is a sharded {ds.kind} dataset, not a token set; make one with "
+                               f"`chatdata tokenize {path} TOKENS`")
+            if allow_empty and len(ds) == 0:
+                return []
+            return ConcatTokenDataset(ds).parts
+        if allow_empty and _is_empty(path):
+            return []
+        return [TokenDataset(path)]
+    except (ValueError, TypeError, FileNotFoundError, FormatError) as err:
+        raise CLIError(str(err)) from None
+
+
+def _is_empty(path) -> bool:
+    from ..td import RaggedTensorDict, load_memmap
+
+    try:
+        obj = load_memmap(path)
+    except Exception:  # TokenDataset says what is wrong with it
+        return False
+    return isinstance(obj, RaggedTensorDict) and "input_ids" in set(obj.keys()) and obj.offsets.numel() == 1
+
+
 def _histogram(lengths: torch.Tensor, bins: int = 12) -> list[tuple[int, int, int]]:
     """(low, high, count) per equal-width bin over [min, max]."""
     lo, hi = int(lengths.min()), int(lengths.max())
@@ -48,16 +91,7 @@ def _histogram(lengths: torch.Tensor, bins: int = 12) -> list[tuple[int, int, in
 def token_set_stats(path) -> dict:
     """The numbers ``chatdata info TOKENS`` prints (and the lengths, under ``_lengths``); a
     sharded token set (``chatdata tokenize --ray``) counts every shard."""
-    from ..io.sharded import is_sharded, open_dataset
-    from ..td import FormatError
-    from ..train import TokenDataset
-
-    from ..train import ConcatTokenDataset
-
-    try:
-        sets = ConcatTokenDataset(open_dataset(path)).parts if is_sharded(path) else [TokenDataset(path)]
-    except (ValueError, TypeError, FileNotFoundError, FormatError) as err:
-        raise CLIError(str(err)) from None
+    sets = open_token_set(path, allow_empty=True)  # info describes an empty one (tokenize --allow-empty)
     empty = torch.zeros(0, dtype=torch.int64)
     lengths = torch.cat([empty] + [ds.lengths for ds in sets])
     tokens = int(lengths.sum())

@@ -39,11 +39,14 @@ def add_parser(sub):
 
 def pack_stats(tokens, max_tokens: int, strategy: str = "bfd", overflow: str = "error") -> dict:
     """The numbers ``chatdata pack`` prints."""
-    from ..train import TokenDataset, pack
+    import torch
 
+    from ..train import pack
+    from .info_tokens import open_token_set
+
+    parts = open_token_set(tokens)  # a folder or a sharded token set (chatdata tokenize --ray)
+    lengths = torch.cat([p.lengths for p in parts])
     try:
-        ds = TokenDataset(tokens)
-        lengths = ds.lengths
         start = time.perf_counter()
         plan = pack(lengths, max_tokens, strategy=strategy, overflow=overflow)
         seconds = time.perf_counter() - start
@@ -53,7 +56,7 @@ def pack_stats(tokens, max_tokens: int, strategy: str = "bfd", overflow: str = "
     except (FileNotFoundError, TypeError) as err:
         raise CLIError(str(err)) from None
     bins, lb = len(plan), plan.lower_bound
-    return {"sequences": len(ds), "tokens": int(lengths.sum()), "longest": int(lengths.max()),
+    return {"sequences": int(lengths.numel()), "tokens": int(lengths.sum()), "longest": int(lengths.max()),
             "max_tokens": max_tokens, "strategy": strategy, "overflow": overflow, "bins": bins,
             "packed_tokens": plan.num_tokens, "dropped": int(plan.dropped.numel()),
             "efficiency": plan.efficiency, "lower_bound": lb, "over_lower_bound": bins - lb,

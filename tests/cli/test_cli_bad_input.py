@@ -187,3 +187,39 @@ def test_ngram_of_any_size_ends(tmp_path):
         one_error_line(run_cli("import", tmp_path / "chats.jsonl", tmp_path / "ds2", "--ngram", n,
                                "--decontaminate", tmp_path / "bench.jsonl"), "--ngram must be between 1 and")
     assert not (tmp_path / "ds2").exists()
+
+
+# -- a token set where a History is expected, and the other way round ---------------------------
+def test_a_token_set_where_a_dataset_is_expected(work):
+    for args in (("export", "{t}", "{w}/x.parquet"), ("export", "{t}", "{w}/x.jsonl"), ("tokenize", "{t}", "{w}/t2")):
+        res = run_cli(*[a.format(t=work / "tokens", w=work) for a in args])
+        one_error_line(res, "is a token set (made by `chatdata tokenize`), not a History dataset")
+    assert not (work / "x.parquet").exists() and not (work / "t2").exists()
+
+
+def test_pack_reads_a_sharded_token_set_and_names_a_sharded_dataset(work):
+    from chatdata.io import open_dataset
+    from chatdata.td import load_memmap
+
+    tokens = load_memmap(work / "tokens")
+    sharded = open_dataset(work / "sharded_tokens", mode="a")
+    sharded.append(tokens[0:1])
+    sharded.append(tokens[1:4])
+    flat = run_cli("pack", work / "tokens", "--max-tokens", "64", "--json")
+    res = run_cli("pack", work / "sharded_tokens", "--max-tokens", "64", "--json")
+    assert res.returncode == 0, res.stderr
+    drop = lambda text: {k: v for k, v in __import__("json").loads(text).items() if k != "seconds"}  # noqa: E731
+    assert drop(res.stdout) == drop(flat.stdout)
+    assert run_cli("import", work / "chats.jsonl", work / "sharded_ds", "--shard-size", "2").returncode == 0
+    one_error_line(run_cli("pack", work / "sharded_ds", "--max-tokens", "64"),
+                   "is a sharded History dataset, not a token set", "chatdata tokenize")
+
+
+def test_info_describes_an_empty_token_set(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    assert run_cli("import", tmp_path / "empty.jsonl", tmp_path / "ds", "--allow-empty").returncode == 0
+    assert run_cli("tokenize", tmp_path / "ds", tmp_path / "tokens", "--allow-empty").returncode == 0
+    res = run_cli("info", tmp_path / "tokens", "--json")
+    assert res.returncode == 0, res.stderr
+    assert '"sequences": 0' in res.stdout
+    one_error_line(run_cli("pack", tmp_path / "tokens", "--max-tokens", "8"), "holds no sequences")

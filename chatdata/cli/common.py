@@ -195,23 +195,60 @@ def _check_vocabulary(tok, p: Path) -> None:
 
 def resolve_template(name, tokenizer):
     """Template source: ``--template NAME`` (a bundled/registered name or a .jinja file), else
-    the tokenizer's own template, else chatml_format."""
+    the tokenizer's own template (or one registered for its model family). A tokenizer without
+    one, a file that is not UTF-8 and a template that is not valid Jinja are one-line errors here,
+    before any conversation is rendered."""
     from ..templates import get_chat_template, list_chat_templates, resolve_chat_template
+    from ..templates.registry import template_name_for_model
 
     if name is not None:
         if name.endswith(".jinja") or os.sep in name:
-            p = Path(name)
-            if not p.is_file():
-                raise CLIError(f"--template {name}: no such file")
-            return p.read_text(encoding="utf-8")
+            return checked_template(read_template_file(name, "--template"), f"--template {name}")
         if name not in list_chat_templates():
             raise CLIError(f"--template {name}: unknown template; known: {', '.join(list_chat_templates())} "
                            "(or give a path to a .jinja file)")
         return get_chat_template(name)
+    where = f"--tokenizer {getattr(tokenizer, 'name_or_path', '') or 'the tokenizer'}"
+    if not getattr(tokenizer, "chat_template", None) and template_name_for_model(tokenizer) is None:
+        raise CLIError(f"{where} has no chat template; pass --template NAME (e.g. "
+                       f"{', '.join(list_chat_templates()[:3])}) or --template FILE.jinja")
     try:
-        return resolve_chat_template(tokenizer)
+        return checked_template(resolve_chat_template(tokenizer), f"{where}: its chat template")
     except ValueError as err:
         raise CLIError(str(err)) from None
+
+
+def read_template_file(path, flag: str) -> str:
+    """The text of the template file ``path`` (given by ``flag``); a one-line error if it is missing,
+    a folder or not UTF-8."""
+    p = Path(path)
+    if p.is_dir():
+        raise CLIError(f"{flag} {path} is a folder; give a .jinja file")
+    if not p.is_file():
+        raise CLIError(f"{flag} {path}: no such file")
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CLIError(f"{flag} {path}: not a UTF-8 text file ({err.reason} at byte {err.start})") from None
+
+
+def checked_template(source: str, what: str) -> str:
+    """``source`` if it compiles as a chat template, else a one-line error naming ``what`` and the line.
+
+    Example:
+        >>> checked_template("{{ messages | length }}", "t")
+        '{{ messages | length }}'
+    """
+    from ..templates import TemplateError
+    from ..templates.jinja_env import compile_template
+
+    try:
+        compile_template(source)
+    except TemplateError as err:
+        line = getattr(err.__cause__, "lineno", None)
+        raise CLIError(f"{what} is not a valid Jinja template{f' (line {line})' if line else ''}: "
+                       f"{str(err).removeprefix('invalid chat template: ')}") from None
+    return source
 
 
 def load_tools(path):

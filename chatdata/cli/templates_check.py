@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import CLIError, check_output, color_enabled, load_tokenizer, load_tools, say
+from .common import CLIError, check_output, color_enabled, load_tokenizer, load_tools, read_template_file, say
 from .templates_matrix import add_arguments as add_matrix_arguments, run_all
 from .train_flags import add_selection_flags, selection_from_args
 
@@ -58,6 +58,11 @@ def _template_and_tokenizer(target, tokenizer_path):
     p = Path(target)
     if p.is_dir():
         tok = load_tokenizer(target)
+        from ..templates.registry import template_name_for_model
+
+        if not getattr(tok, "chat_template", None) and template_name_for_model(tok) is None:
+            raise CLIError(f"{target}: the tokenizer has no chat template; check a bundled one by name "
+                           f"({', '.join(list_chat_templates())}) or a .jinja file, with --tokenizer {target}")
         try:
             return resolve_chat_template(tok), tok
         except ValueError as err:
@@ -65,7 +70,7 @@ def _template_and_tokenizer(target, tokenizer_path):
     if target.endswith(".jinja") or os.sep in target:
         if not p.is_file():
             raise CLIError(f"{target}: no such file or tokenizer folder")
-        return p.read_text(encoding="utf-8"), tok
+        return read_template_file(target, "template"), tok
     if target not in list_chat_templates():
         raise CLIError(f"{target}: not a template name, .jinja file or tokenizer folder; known templates: "
                        f"{', '.join(list_chat_templates())}")

@@ -223,3 +223,56 @@ def test_info_describes_an_empty_token_set(tmp_path):
     assert res.returncode == 0, res.stderr
     assert '"sequences": 0' in res.stdout
     one_error_line(run_cli("pack", tmp_path / "tokens", "--max-tokens", "8"), "holds no sequences")
+
+
+# -- templates and tokenizers ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tokenizer_without_template(tmp_path_factory):
+    import json
+
+    from chatdata.data import sample_tokenizer_path
+
+    src, out = sample_tokenizer_path(), tmp_path_factory.mktemp("tok") / "no-template"
+    out.mkdir()
+    shutil.copy(src / "tokenizer.json", out / "tokenizer.json")
+    config = json.loads((src / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
+
+
+@pytest.mark.parametrize("cmd", ["tokenize", "show", "templates"])
+def test_a_tokenizer_without_a_chat_template_is_refused_not_replaced_by_chatml(work, tokenizer_without_template,
+                                                                                  cmd):
+    """It was rendered with chatml_format silently: tokens a model without that format never saw."""
+    argv = {"tokenize": ("tokenize", work / "ds", work / "t", "--tokenizer", tokenizer_without_template),
+            "show": ("show", work / "ds", "0", "--tokenizer", tokenizer_without_template),
+            "templates": ("templates", "check", tokenizer_without_template)}[cmd]
+    one_error_line(run_cli(*argv), "no chat template", "chatml_format")
+    assert not (work / "t").exists()
+    if cmd == "tokenize":  # naming a template is the way out
+        assert run_cli(*argv, "--template", "chatml_format", "-q").returncode == 0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{% for m in messages %}{{ m.content }", "is not a valid Jinja template (line 1): unexpected '}'"),
+    ("{{ messages | no_such_filter }}", "is not a valid Jinja template (line 1): No filter named 'no_such_filter'"),
+    (b"\xff\xfe{{ x }}", "not a UTF-8 text file"),
+    (None, "is a folder; give a .jinja file"),
+])
+@pytest.mark.parametrize("cmd", ["tokenize", "tokenize --skip-bad", "show"])
+def test_a_broken_template_file_is_named_before_any_conversation(work, text, message, cmd):
+    """A template that does not compile was blamed on 'conversation 0' with a hint to pass --skip-bad
+    (which then rejected every conversation); a non-UTF-8 file gave a bare 'utf-8 codec' error."""
+    tpl = work / "t.jinja"
+    if text is None:
+        tpl.mkdir()
+    elif isinstance(text, bytes):
+        tpl.write_bytes(text)
+    else:
+        tpl.write_text(text)
+    words = cmd.split()
+    argv = (words[0], work / "ds", work / "t" if words[0] == "tokenize" else "0", *words[1:], "--template", tpl)
+    line = one_error_line(run_cli(*argv), f"--template {tpl}", message)
+    assert "conversation" not in line and "--skip-bad" not in line
+    assert not (work / "t").exists()

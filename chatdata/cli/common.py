@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CLIError", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
+__all__ = ["CLIError", "positive_int", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
            "plural", "check_output", "dataset_chunks"]
 
 
@@ -15,6 +15,25 @@ class CLIError(Exception):
     def __init__(self, message: str, code: int = 1):
         super().__init__(message)
         self.code = code
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for counts (``--chunk-size``, ``--max-length``, ...): an integer > 0, else
+    a usage error (exit 2) saying so.
+
+    Example:
+        >>> positive_int("8192")
+        8192
+    """
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0")
+    return v
 
 
 def say(*args, **kwargs) -> None:

@@ -21,7 +21,7 @@ import time
 import zlib
 from pathlib import Path
 
-from .common import CLIError, check_output, plural, say
+from .common import CLIError, check_output, plural, positive_int, say
 from .import_formats import FORMATS, document_records, is_document, to_messages, weight_error
 from .progress import Progress, human_bytes
 
@@ -47,14 +47,14 @@ def add_parser(sub):
     p.add_argument("out", help="the dataset folder to write")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="record shape: openai {messages}, sharegpt {conversations}, bare [messages] (default: auto, per line)")
-    p.add_argument("--chunk-size", type=_positive, default=8192, metavar="N",
+    p.add_argument("--chunk-size", type=positive_int, default=8192, metavar="N",
                    help="conversations per written chunk (default 8192; a chunk also ends after 8 MB of input)")
     p.add_argument("--strict", action="store_true", help="stop at the first bad line (exit 1, nothing written)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it is an existing dataset")
     p.add_argument("--allow-empty", action="store_true",
                    help="write an empty dataset when SRC holds no conversation (default: an error)")
     p.add_argument("--column", default="messages", help="Parquet/Arrow: the messages column (default: messages)")
-    p.add_argument("--shard-size", type=_positive, metavar="N",
+    p.add_argument("--shard-size", type=positive_int, metavar="N",
                    help="write a sharded dataset (shards of N conversations + manifest.json)")
     p.add_argument("--durable", action="store_true",
                    help="fsync the dataset before and after it is renamed into place (survives a power loss)")
@@ -72,16 +72,6 @@ def _raw_formatter():
     return argparse.RawDescriptionHelpFormatter
 
 
-def _positive(text):
-    import argparse
-
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be > 0")
-    return v
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from .common import CLIError, say
+from .common import CLIError, positive_int, say
 from .progress import human_count
 
 HELP = "plan packed batches of a tokenized dataset: bins, efficiency, distance to the lower bound"
@@ -27,7 +27,7 @@ def add_parser(sub):
     p = sub.add_parser("pack", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("tokens", help="a token set folder (made by chatdata tokenize)")
-    p.add_argument("--max-tokens", type=int, required=True, metavar="N", help="tokens per bin (batch)")
+    p.add_argument("--max-tokens", type=positive_int, required=True, metavar="N", help="tokens per bin (batch)")
     p.add_argument("--strategy", choices=("bfd", "ffd"), default="bfd",
                    help="best-fit decreasing (default) or first-fit decreasing")
     p.add_argument("--overflow", choices=("error", "truncate", "split", "drop"), default="error",

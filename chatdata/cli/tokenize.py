@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from .common import (CLIError, check_output, dataset_chunks, load_history, load_tokenizer, load_tools, plural,
-                     resolve_template, say)
+                     positive_int, resolve_template, say)
 from .progress import Progress, human_count
 from .train_flags import add_selection_flags, selection_from_args
 
@@ -53,12 +53,12 @@ def add_parser(sub):
     p.add_argument("--template", metavar="NAME", help="a bundled template name or a .jinja file "
                    "(default: the tokenizer's own chat template)")
     p.add_argument("--tools", metavar="FILE.json", help="JSON list of tool schemas passed to the template")
-    p.add_argument("--max-length", type=int, metavar="N", help="truncate each conversation to N tokens")
+    p.add_argument("--max-length", type=positive_int, metavar="N", help="truncate each conversation to N tokens")
     p.add_argument("--no-reasoning", action="store_true",
                    help="do not train the reasoning the template renders (default: trained)")
     p.add_argument("--no-eot", action="store_true", help="do not train the end of each assistant turn "
                    "(default: trained, so the model learns to stop; off gives torchrl's content-only masks)")
-    p.add_argument("--batch-size", type=int, default=512, metavar="N", help="conversations per batch (default 512)")
+    p.add_argument("--batch-size", type=positive_int, default=512, metavar="N", help="conversations per batch (default 512)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
     p.add_argument("--skip-bad", action="store_true", help="leave out conversations the template rejects, "
                    "list them at the end (default: stop at the first, nothing written)")
@@ -67,7 +67,7 @@ def add_parser(sub):
                    "(default: an error)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="run on a Ray cluster (ADDRESS; default: a local one) and write a sharded token set")
-    p.add_argument("--shard-size", type=int, default=100_000, metavar="N",
+    p.add_argument("--shard-size", type=positive_int, metavar="N",
                    help="with --ray: conversations per output shard (default 100000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
     add_selection_flags(p)
@@ -201,8 +201,6 @@ def _run_on_ray(args) -> int:
         open_dataset(args.ds)
     except (FileNotFoundError, FormatError, ValueError) as err:
         raise CLIError(f"{args.ds}: {err}") from None
-    if args.shard_size <= 0:
-        raise CLIError("--shard-size must be > 0")
     if args.skip_bad:
         raise CLIError("--skip-bad is not supported with --ray yet (a bad conversation stops the job)")
     out = Path(args.out)
@@ -214,7 +212,7 @@ def _run_on_ray(args) -> int:
     tok = load_tokenizer(args.tokenizer)  # checked here, loaded again by every worker
     stats = tokenize_on_ray(args.ds, out, tokenizer=getattr(tok, "name_or_path", args.tokenizer),
                             chat_template=resolve_template(args.template, tok), tools=load_tools(args.tools),
-                            max_length=args.max_length, batch_size=args.batch_size, rows_per_shard=args.shard_size,
+                            max_length=args.max_length, batch_size=args.batch_size, rows_per_shard=args.shard_size or 100_000,
                             overwrite=args.overwrite, address=None if args.ray == "local" else args.ray)
     if not args.quiet:
         say(f"tokenized {human_count(stats.conversations)} conversations on Ray into {args.out} "
@@ -242,6 +240,9 @@ def run(args) -> int:
     if args.max_length is not None and args.max_length <= 0:
         raise CLIError("--max-length must be > 0")
     selection = selection_from_args(args)
+    if args.shard_size is not None and args.ray is None:
+        raise CLIError("--shard-size goes with --ray (the sharded output of a Ray run); without --ray the "
+                       "token set is one folder", code=2)
     if args.ray is not None:
         if args.no_reasoning or args.no_eot or not selection.is_default:
             raise CLIError("--no-reasoning / --no-eot and the what-is-trained flags (--train-on, --last-turn-only, "

@@ -276,3 +276,26 @@ def test_a_broken_template_file_is_named_before_any_conversation(work, text, mes
     line = one_error_line(run_cli(*argv), f"--template {tpl}", message)
     assert "conversation" not in line and "--skip-bad" not in line
     assert not (work / "t").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("import", "{src}", "{w}/o", "--chunk-size", "{v}"),
+    ("import", "{src}", "{w}/o", "--shard-size", "{v}"),
+    ("tokenize", "{ds}", "{w}/o", "--max-length", "{v}"),
+    ("tokenize", "{ds}", "{w}/o", "--batch-size", "{v}"),
+    ("tokenize", "{ds}", "{w}/o", "--ray", "--shard-size", "{v}"),
+    ("export", "{ds}", "{w}/o.jsonl", "--chunk-size", "{v}"),
+    ("pack", "{tokens}", "--max-tokens", "{v}"),
+])
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "inf", "1e3", "x"])
+def test_a_count_that_is_not_a_positive_integer_is_a_usage_error(work, args, value):
+    argv = [a.format(src=work / "chats.jsonl", ds=work / "ds", tokens=work / "tokens", w=work, v=value) for a in args]
+    res = run_cli(*argv)
+    assert res.returncode == 2
+    one_error_line(res, f"argument {args[-2]}:", "must be > 0" if value in ("0", "-3") else "is not an integer")
+    assert not list(work.glob("o*"))
+
+
+def test_tokenize_shard_size_without_ray_is_refused_not_ignored(work):
+    one_error_line(run_cli("tokenize", work / "ds", work / "o", "--shard-size", "2"), "--shard-size goes with --ray")
+    assert not (work / "o").exists()

@@ -5,16 +5,10 @@ import os
 import sys
 from pathlib import Path
 
+from .errors import CLIError
+
 __all__ = ["CLIError", "positive_int", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
            "plural", "check_output", "dataset_chunks"]
-
-
-class CLIError(Exception):
-    """An error reported to the user as one line on stderr (exit status ``code``)."""
-
-    def __init__(self, message: str, code: int = 1):
-        super().__init__(message)
-        self.code = code
 
 
 def positive_int(text: str) -> int:

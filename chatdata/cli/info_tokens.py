@@ -48,7 +48,7 @@ def open_token_set(path, *, allow_empty: bool = False) -> list:
         >>> open_token_set("ds/")
         Traceback (most recent call last):
         ...
-        chatdata.cli.common.CLIError: ds/ is not a token set: ... got History
+        chatdata.cli.errors.CLIError: ds/ is not a token set: ... got History
     """
     from ..io.sharded import is_sharded, open_dataset
     from ..td import FormatError

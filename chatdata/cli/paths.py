@@ -5,18 +5,20 @@ Not a subcommand; :func:`chatdata.cli.common.check_output` calls these.
 
 Example:
     >>> import tempfile; from pathlib import Path
-    >>> ds = Path(tempfile.mkdtemp()) / "ds"
+    >>> ds = Path(tempfile.mkdtemp()) / "ds"; ds.mkdir()
     >>> check_apart(ds.parent / "tokens", [ds])           # fine
     >>> check_apart(ds / "tokens", [ds])
     Traceback (most recent call last):
     ...
-    chatdata.cli.common.CLIError: .../ds/tokens is inside the input .../ds; write the output elsewhere
+    chatdata.cli.errors.CLIError: .../ds/tokens is inside the input .../ds; write the output elsewhere
 """
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from .errors import CLIError
 
 __all__ = ["check_apart", "check_writable"]
 
@@ -28,8 +30,6 @@ def _real(path) -> Path:
 def check_apart(out, inputs) -> None:
     """Refuse an output that is one of ``inputs`` (also through a symbolic link), lies inside one,
     or holds one (replacing it would delete the input while it is read)."""
-    from .common import CLIError
-
     target = _real(out)
     for src in inputs:
         if src is None or not Path(src).exists():
@@ -48,8 +48,6 @@ def check_apart(out, inputs) -> None:
 def check_writable(out, *, make_parents: bool = True) -> None:
     """Refuse an output whose folder is a file, is missing (unless ``make_parents``: the command
     creates it) or cannot be written; tries a temporary file there (removed at once)."""
-    from .common import CLIError
-
     out = Path(out)
     parent = Path(os.path.abspath(out)).parent
     if not make_parents and not parent.exists():

@@ -302,17 +302,20 @@ class StreamWriter:
             self.ragged_dir = self.values_dir.parent
             self._offsets = HashingFile.open(self.ragged_dir / "_offsets.memmap")
             self._offsets.write(np.zeros(1, dtype=np.int64).tobytes())
+            # file writes run on one background thread (they release the GIL), overlapping the
+            # caller's parsing of the next chunk; at most one chunk's writes are in flight
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="chatdata-stream")
+            self._pending: list = []
+            self.columns: dict[str, _Column] = {k: _Column(k, self.values_dir, self._submit) for k in columns}
+            self.items = 0  # conversations
+            self.rows = 0  # messages
         except BaseException:
+            offsets = getattr(self, "_offsets", None)
+            if offsets is not None and not offsets.closed:
+                offsets.close()
             self._temp.__exit__(None, None, None)
             self._remove_made_folders()
             raise
-        # file writes run on one background thread (they release the GIL), overlapping the
-        # caller's parsing of the next chunk; at most one chunk's writes are in flight
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="chatdata-stream")
-        self._pending: list = []
-        self.columns: dict[str, _Column] = {k: _Column(k, self.values_dir, self._submit) for k in columns}
-        self.items = 0  # conversations
-        self.rows = 0  # messages
         self.closed = False
 
     def __enter__(self):

@@ -131,6 +131,17 @@ def _transformers_default_level(fallback: int) -> int:
         return logging.WARNING if fallback == logging.NOTSET else fallback
 
 
+def _one_line(err) -> str:
+    """The message of ``err`` on one line: a line break in it (a path such as ``$'a\\nb'``, a
+    library's multi-line message) is shown escaped, as ``\\n``.
+
+    Example:
+        >>> _one_line(ValueError("new\\nline/: no such dataset"))
+        'new\\\\nline/: no such dataset'
+    """
+    return str(err).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main(argv=None) -> int:
     """Run the command with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
     Called from Python, it gives back ``TOKENIZERS_PARALLELISM`` and the transformers and
@@ -151,7 +162,7 @@ def _main(argv) -> int:
     try:
         return int(args.func(args) or 0)
     except CLIError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return err.code
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted (nothing half-written was kept)", file=sys.stderr)
@@ -165,11 +176,11 @@ def _main(argv) -> int:
     except (OSError, ValueError, MissingExtraError) as err:  # a missing extra is the user's to install
         if os.environ.get("CHATDATA_DEBUG"):
             raise
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return 1
     except Exception as err:  # a bug: still one line, with a way to see more
         if os.environ.get("CHATDATA_DEBUG"):
             raise
-        print(f"{prog}: internal error: {type(err).__name__}: {err} (set CHATDATA_DEBUG=1 for the traceback)",
-              file=sys.stderr)
+        print(f"{prog}: internal error: {type(err).__name__}: {_one_line(err)} (set CHATDATA_DEBUG=1 for the "
+              "traceback)", file=sys.stderr)
         return 1

@@ -55,8 +55,13 @@ def _template_and_tokenizer(target, tokenizer_path):
     from ..templates import get_chat_template, list_chat_templates, resolve_chat_template
 
     tok = load_tokenizer(tokenizer_path) if tokenizer_path else None
+    if not target.strip():
+        raise CLIError("the template is empty: give a template name, a .jinja file or a tokenizer folder")
     p = Path(target)
     if p.is_dir():
+        if not (p / "tokenizer.json").is_file() and not (p / "tokenizer_config.json").is_file():
+            raise CLIError(f"{target} is a folder but not a tokenizer folder (no tokenizer.json or "
+                           "tokenizer_config.json); give a template name, a .jinja file or a tokenizer folder")
         tok = load_tokenizer(target)
         from ..templates.registry import template_name_for_model
 

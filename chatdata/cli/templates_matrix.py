@@ -35,7 +35,11 @@ def add_arguments(parser) -> None:
 def run_all(args) -> int:
     from ..data import cache_root
     from ..matrix import check_corpus, load_templates, load_tokenizers, matrix_markdown
+    from .common import check_output
 
+    # the page is regenerated in place (no --overwrite), but a folder, an input or an unwritable
+    # place is said now, not after the whole matrix has run
+    check_output(args.out, True, kind="file", inputs=[args.templates_dir, *(args.tokenizer_dir or ())])
     folder = Path(args.templates_dir)
     templates = load_templates(folder) if folder.is_dir() else {}
     if not templates:

@@ -299,3 +299,35 @@ def test_a_count_that_is_not_a_positive_integer_is_a_usage_error(work, args, val
 def test_tokenize_shard_size_without_ray_is_refused_not_ignored(work):
     one_error_line(run_cli("tokenize", work / "ds", work / "o", "--shard-size", "2"), "--shard-size goes with --ray")
     assert not (work / "o").exists()
+
+
+# -- odd paths ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["with space", "ünïcødé ✓", "new\nline"])
+def test_paths_with_spaces_unicode_and_line_breaks(work, name):
+    """They work; an error naming one stays one line (the line break shown as \\n)."""
+    assert run_cli("import", work / "chats.jsonl", work / name, "-q").returncode == 0
+    assert run_cli("export", work / name, work / f"{name}.jsonl", "-q").returncode == 0
+    assert (work / f"{name}.jsonl").read_text() == (work / "chats.jsonl").read_text()  # the same records back
+    line = one_error_line(run_cli("info", work / f"missing {name}"), "no such dataset")
+    assert ("missing new\\nline" in line) if "\n" in name else (f"missing {name}" in line)
+
+
+@pytest.mark.parametrize("target, message", [
+    ("", "the template is empty"),
+    ("{w}", "is a folder but not a tokenizer folder"),   # was "--tokenizer ...", a flag the user never gave
+])
+def test_templates_check_odd_targets(work, target, message):
+    one_error_line(run_cli("templates", "check", target.format(w=work)), message)
+
+
+@pytest.mark.parametrize("out, message", [
+    ("{tpl}", "is the input"), ("{tpl}/page.md", "inside the input"), ("/proc/page.md", "cannot write in /proc"),
+])
+def test_templates_check_all_says_a_bad_out_before_running_the_matrix(work, out, message):
+    (work / "tpl").mkdir()
+    (work / "tpl" / "a.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    tokenizer = ROOT / "tests" / "data" / "tokenizers" / "qwen2.5-instruct"
+    res = run_cli("templates", "check", "--all", "--templates-dir", work / "tpl", "--tokenizer-dir", tokenizer,
+                  "--out", out.format(tpl=work / "tpl"))
+    one_error_line(res, message)
+    assert [p.name for p in (work / "tpl").iterdir()] == ["a.jinja"]

@@ -274,6 +274,10 @@ def load_tools(path):
         tools = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CLIError(f"--tools {path}: no such file") from None
+    except IsADirectoryError:
+        raise CLIError(f"--tools {path} is a folder; give a JSON file (a list of tool schemas)") from None
+    except OSError as err:
+        raise CLIError(f"--tools {path}: cannot read it ({err.strerror or err})") from None
     except ValueError as err:
         raise CLIError(f"--tools {path}: not valid JSON ({err})") from None
     if not isinstance(tools, list):

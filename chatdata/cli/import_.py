@@ -223,6 +223,8 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
                                progress=progress, report=report, chunk_bytes=chunk_bytes, allow_empty=allow_empty,
                                column=column, shard_size=shard_size, durable=durable, screen=screen,
                                source_name=source_name or src.name)
+        except CLIError as err:  # named as the user gave it, not by its temporary copy
+            raise CLIError(str(err).replace(str(spooled), str(src)), err.code) from None
         finally:
             spooled.unlink(missing_ok=True)
     from ..io.tables import is_table_source

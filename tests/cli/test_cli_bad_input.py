@@ -331,3 +331,19 @@ def test_templates_check_all_says_a_bad_out_before_running_the_matrix(work, out,
                   "--out", out.format(tpl=work / "tpl"))
     one_error_line(res, message)
     assert [p.name for p in (work / "tpl").iterdir()] == ["a.jinja"]
+
+
+@pytest.mark.parametrize("data, message", [(b"", "holds no conversation"), (b"garbage\n", "not valid JSON")])
+def test_a_piped_source_is_named_as_given_not_by_its_temporary_copy(tmp_path, data, message):
+    res = subprocess.run([sys.executable, "-m", "chatdata", "import", "/dev/stdin", str(tmp_path / "ds")], input=data,
+                         capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    res.stderr = res.stderr.decode()
+    line = one_error_line(res, "/dev/stdin", message)
+    assert ".stream-" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cmd", ["tokenize", "show"])
+def test_tools_that_is_a_folder(work, cmd):
+    argv = ("tokenize", work / "ds", work / "t") if cmd == "tokenize" else ("show", work / "ds", "0")
+    one_error_line(run_cli(*argv, "--tools", work / "ds"), f"--tools {work / 'ds'} is a folder")

@@ -57,7 +57,7 @@ def build_screen(args):
         raise CLIError("--decontaminate-column and --flag-contaminated go with --decontaminate FILE...")
     if not 1 <= args.ngram <= MAX_NGRAM:
         raise CLIError(f"--ngram must be between 1 and {MAX_NGRAM:,} (words), got {args.ngram}")
-    if not (args.check_tools or args.dedup or args.decontaminate):
+    if not (args.check_tools or args.dedup is not None or args.decontaminate):  # --dedup '' is an error, not off
         return None
     tools = None
     if args.tools:
@@ -71,7 +71,7 @@ def build_screen(args):
         except ValueError as err:
             raise CLIError(f"--tools {args.tools}: not a JSON list of tool specs ({err})") from None
     mode, threshold = (None, 0.8)
-    if args.dedup:
+    if args.dedup is not None:
         try:
             mode, threshold = parse_dedup(args.dedup)
         except ValueError as err:

@@ -42,7 +42,8 @@ def parse_dedup(spec: str) -> tuple[str, float]:
     except ValueError:
         raise ValueError(f"--dedup near:THRESHOLD needs a number, got {rest!r}") from None
     if not 0.0 < threshold < 1.0:
-        raise ValueError(f"the near-duplicate threshold must be between 0 and 1, got {threshold}")
+        raise ValueError(f"the near-duplicate threshold must be strictly between 0 and 1 (0 < T < 1; 'exact' "
+                         f"finds equal conversations), got {threshold}")
     return mode, threshold
 
 

@@ -347,3 +347,13 @@ def test_a_piped_source_is_named_as_given_not_by_its_temporary_copy(tmp_path, da
 def test_tools_that_is_a_folder(work, cmd):
     argv = ("tokenize", work / "ds", work / "t") if cmd == "tokenize" else ("show", work / "ds", "0")
     one_error_line(run_cli(*argv, "--tools", work / "ds"), f"--tools {work / 'ds'} is a folder")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "--dedup takes exact, near or near:THRESHOLD, got ''"),   # was: no dedup at all, silently
+    ("near:1", "strictly between 0 and 1"), ("near:0", "strictly between 0 and 1"), ("near:nan", "strictly between"),
+    ("near:inf", "strictly between"), ("near:x", "needs a number"),
+])
+def test_dedup_specs(work, spec, message):
+    one_error_line(run_cli("import", work / "chats.jsonl", work / "o", "--dedup", spec), message)
+    assert not (work / "o").exists()

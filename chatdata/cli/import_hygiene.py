@@ -31,7 +31,8 @@ def add_arguments(p) -> None:
     g.add_argument("--skip-bad", action="store_true", help="with --check-tools: drop the rows with problems instead "
                    "of refusing the import")
     g.add_argument("--dedup", metavar="exact|near[:T]",
-                   help="drop duplicates, keeping the first: 'exact' (equal after whitespace and NFC normalization) "
+                   help="drop duplicates, keeping the first: 'exact' (equal after whitespace and NFC normalization, invisible "
+                        "format characters dropped) "
                         "or 'near' (MinHash-LSH over word 5-grams, estimated Jaccard >= T, default 0.8)")
     g.add_argument("--decontaminate", nargs="+", action="extend", metavar="FILE",
                    help="benchmark prompts (.jsonl/.json/.parquet): drop conversations sharing a word n-gram with one")

@@ -284,6 +284,26 @@ class Renderer:
         return (text, gen) if track else text
 
 
+def render_in_batch(renderer: Renderer, chat: list, i: int, n: int, **kwargs: Any):
+    """``renderer.render(chat, **kwargs)`` for chat ``i`` of a batch of ``n``: a TemplateError
+    names the chat when the batch holds several (a template that fails on one of 10k chats).
+
+    Example:
+        >>> r = Renderer("{{ messages[0].content }}")
+        >>> try:
+        ...     render_in_batch(r, [], 1, 2)
+        ... except TemplateError as err:
+        ...     print(err)
+        chat 1: chat template failed to render: UndefinedError: list object has no element 0
+    """
+    try:
+        return renderer.render(chat, **kwargs)
+    except TemplateError as err:
+        if n < 2:
+            raise
+        raise TemplateError(f"chat {i}: {err}") from err
+
+
 def _check_chats(chats: Any) -> None:
     if isinstance(chats, (str, Mapping)) or (len(chats) and isinstance(chats[0], Mapping)):
         raise TypeError("expected a list of conversations (a list of lists of message dicts)")
@@ -322,8 +342,8 @@ def render_chats_detailed(
                         add_generation_prompt=add_generation_prompt, **template_kwargs)
     texts: list[str] = []
     spans: list[list[tuple[int, int]]] = []
-    for chat in chats:
-        out = renderer.render(prepare_chat(chat), track=track_generation,
+    for i, chat in enumerate(chats):
+        out = render_in_batch(renderer, prepare_chat(chat), i, len(chats), track=track_generation,
                               continue_final_message=continue_final_message)
         if track_generation:
             texts.append(out[0])

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from .errors import TemplateError
 from .jinja_env import has_generation_tags
 from .profile import TemplateProfile, end_of_turn_text, template_profile
-from .render import Renderer, _check_chats, prepare_chat
+from .render import Renderer, _check_chats, prepare_chat, render_in_batch
 from .fast_turns import bounds_for, fast_path_ok
 from .parts import has_media, without_placeholders
 from .turns import tagged_spans_with_options, turn_spans
@@ -96,13 +96,14 @@ def render_chats_with_spans(
     for i, chat in enumerate(chats):
         chat = prepare_chat(chat)
         if tagged:
-            text, sp = renderer.render(chat, track=True, continue_final_message=continue_final_message)
+            text, sp = render_in_batch(renderer, chat, i, len(chats), track=True,
+                                       continue_final_message=continue_final_message)
             sp = [(a, min(b, len(text))) for a, b in sp if a < len(text)]  # cut by continue_final_message
             if not (mask_eot and mask_reasoning):
                 sp = tagged_spans_with_options(text, sp, chat, template_profile(renderer),
                                                mask_reasoning=mask_reasoning, mask_eot=mask_eot)
         else:
-            text = renderer.render(chat, continue_final_message=continue_final_message)
+            text = render_in_batch(renderer, chat, i, len(chats), continue_final_message=continue_final_message)
 
             def where(k, reason, i=i):
                 return (f"template {template_label(template)}, chat {i}, message {k} (assistant): cannot place "

@@ -109,3 +109,19 @@ def test_a_value_nested_too_deeply_to_render_is_a_template_error(qwen_tok):
             h.apply_chat_template(tokenizer=qwen_tok, chat_template=TEMPLATES["Qwen-Qwen3-0.6B"], **kwargs)
     with pytest.raises(TemplateError, match="nested too deeply"):
         render_chats([[{"role": "user", "content": "a"}]], "{{ x | tojson }}", x=deep)
+
+
+def test_a_template_failing_on_one_chat_of_a_batch_names_it():
+    """A template that fails on one of many chats says which (it said only what failed)."""
+    from chatdata import History
+    from chatdata.data import load_sample_tokenizer
+
+    tok = load_sample_tokenizer()
+    h = History.from_chats([[{"role": "user", "content": "a"}], [], [{"role": "user", "content": "b"}]])
+    for kwargs in ({}, {"tokenize": True, "return_dict": True, "return_assistant_tokens_mask": True}):
+        with pytest.raises(TemplateError, match=r"^chat 1: chat template failed to render: .*no element 0"):
+            h.apply_chat_template(tokenizer=tok, add_generation_prompt=True, **kwargs)
+    with pytest.raises(TemplateError, match=r"^chat template failed to render"):  # one chat: nothing to name
+        h[1:2].apply_chat_template(tokenizer=tok, add_generation_prompt=True)
+    with pytest.raises(TemplateError, match=r"^chat 2: "):
+        render_chats([[{"role": "user", "content": "a"}]] * 2 + [[]], "{{ messages[0].content }}")

@@ -26,6 +26,7 @@ import torch
 
 from ..td import NonTensorData, RaggedTensorDict, TensorClass, TensorDict
 from ..td import cat
+from ..td.core import is_integer_dtype
 from ..td.tensorclass import register_tensorclass
 from .columns import DEFAULTS, FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
@@ -334,7 +335,7 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
             [[{'role': 'user', 'content': 'a'}, {'role': 'assistant', 'content': 'b'}]]
         """
         offsets = torch.as_tensor(offsets)
-        if offsets.is_floating_point() or offsets.is_complex() or offsets.dtype is torch.bool:
+        if not is_integer_dtype(offsets.dtype):
             raise ValueError(f"offsets must be ints, got {offsets.dtype}")
         offsets = offsets.to(torch.int64)
         if offsets.ndim != 1 or offsets.numel() < 1 or int(offsets[0]) != 0:

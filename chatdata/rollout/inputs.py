@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from ..td.core import is_integer_dtype
+
 __all__ = ["per_row", "response_ids", "response_logprobs", "row_indices", "chat_messages", "MAX_TOKEN_ID",
            "MAX_LOGPROB"]
 
@@ -96,7 +98,7 @@ def response_ids(i: int, ids: Any) -> torch.Tensor:
     if t.numel() == 0:
         raise ValueError(f"row {i}: the response is empty (a response holds at least one id)")
     dtype = t.dtype
-    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+    if not is_integer_dtype(dtype):
         raise TypeError(f"row {i}: response ids must be integers, got {dtype}")
     if t.is_meta:
         raise ValueError(f"row {i}: the response ids are a meta tensor (no values)")

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from ..td.core import is_integer_dtype
 from .dataset import IGNORE_INDEX, TokenRows
 from .weights_column import check_weights_in_every_row, reconcile_loss_weights
 
@@ -102,7 +103,7 @@ def _as_ids(x, j: int) -> torch.Tensor:
                         f"({err})") from None
     if t.ndim != 1:
         raise ValueError(f"row {j}: input_ids must be 1-D, got shape {tuple(t.shape)}")
-    if t.numel() and (t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex):
+    if t.numel() and not is_integer_dtype(t.dtype):
         raise TypeError(f"row {j}: input_ids must hold integer ids, got dtype {t.dtype}")
     return t.to(torch.int64)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..td.core import is_integer_dtype
 from .packing import as_int
 
 __all__ = ["TokenDataset", "TokenRows", "IGNORE_INDEX"]
@@ -81,13 +82,13 @@ class TokenRows(Sequence):
                  columns: dict | None = None):
         ids, masks, offsets = (torch.as_tensor(x) for x in (input_ids, assistant_masks, offsets))
         n = ids.numel()
-        if ids.ndim != 1 or (n and not _is_int(ids.dtype)):
+        if ids.ndim != 1 or (n and not is_integer_dtype(ids.dtype)):
             raise ValueError(f"TokenRows: input_ids must be one flat tensor of integer ids, got shape "
                              f"{tuple(ids.shape)} and dtype {ids.dtype}")
         if masks.shape != ids.shape:
             raise ValueError(f"TokenRows: assistant_masks has shape {tuple(masks.shape)} but input_ids {tuple(ids.shape)}: "
                              "one mask entry per token")
-        if offsets.ndim != 1 or offsets.numel() < 1 or not _is_int(offsets.dtype):
+        if offsets.ndim != 1 or offsets.numel() < 1 or not is_integer_dtype(offsets.dtype):
             raise ValueError(f"TokenRows: offsets must be 1-D integers (rows + 1 of them), got shape "
                              f"{tuple(offsets.shape)} and dtype {offsets.dtype}")
         offsets = offsets.to(torch.int64)
@@ -145,10 +146,6 @@ class TokenRows(Sequence):
         ids, mask = self.input_ids[a:b], self.assistant_masks[a:b]
         return {"input_ids": ids, "assistant_masks": mask, "labels": ids.masked_fill(~mask, IGNORE_INDEX),
                 **{k: v[a:b] for k, v in self.columns.items()}}
-
-
-def _is_int(dtype: torch.dtype) -> bool:
-    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def _open_source(source):

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from ..td.core import is_integer_dtype
+
 __all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "STRATEGIES",
            "OVERFLOWS", "register_planner", "planner"]
 
@@ -69,7 +71,7 @@ def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
             raise TypeError(f"{name} must be a 1-D integer tensor of token counts, got {type(lengths).__name__} ({err})") from None
         if lengths.numel() == 0:  # [] becomes float32: an empty list is a valid (empty) set of lengths
             lengths = lengths.to(torch.int64)
-    if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.dtype.is_complex:
+    if not is_integer_dtype(lengths.dtype):
         raise TypeError(f"{name} must hold integers (token counts), got dtype {lengths.dtype}; "
                         "convert with .long() if the values are whole numbers")
     if lengths.ndim != 1:
@@ -106,7 +108,7 @@ SEED_RANGE = (-2 ** 63, 2 ** 64 - 1)
 def _int_column(values, name: str) -> torch.Tensor:
     """``values`` as an int64 tensor; floats and bools are refused (they would be cut silently)."""
     t = torch.as_tensor(values)
-    if t.numel() and (t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool):
+    if t.numel() and not is_integer_dtype(t.dtype):
         raise TypeError(f"a packing plan's {name} must be integers, got dtype {t.dtype}")
     return t.to(torch.int64)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..td.core import is_integer_dtype
 from .dataset import IGNORE_INDEX
 
 __all__ = ["weighted_causal_lm_loss"]
@@ -40,7 +41,7 @@ def weighted_causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, loss_wei
             raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
     if not logits.dtype.is_floating_point:
         raise TypeError(f"logits must be floating point, got dtype {logits.dtype}")
-    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+    if not is_integer_dtype(labels.dtype):
         raise TypeError(f"labels must be integer token ids (-100 where not trained), got dtype {labels.dtype}")
     if loss_weights.dtype.is_complex or loss_weights.dtype == torch.bool:
         raise TypeError(f"loss_weights must be real numbers, got dtype {loss_weights.dtype}")

@@ -19,7 +19,7 @@ Example:
     >>> stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(2))])["a"].shape
     torch.Size([2, 2])
 """
-from .convert import check_batch, is_collection
+from .convert import check_batch, is_collection, is_integer_dtype
 from .functional import cat, dispatch, lazy_stack, stack
 from .keys import GENERIC_NESTED_ERR, NestedKey, filename_to_key, is_valid_key, key_to_filename, unravel_key
 from .ragged import RaggedTensorDict

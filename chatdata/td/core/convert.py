@@ -17,7 +17,17 @@ import torch
 
 from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, list_to_stack
 
-__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor"]
+__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor", "is_integer_dtype"]
+
+
+def is_integer_dtype(dtype: torch.dtype) -> bool:
+    """True for the integer dtypes (ids, offsets, counts): not floating point, complex or bool.
+
+    Example:
+        >>> is_integer_dtype(torch.int32), is_integer_dtype(torch.bool), is_integer_dtype(torch.float16)
+        (True, False, False)
+    """
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def is_tensor(value) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, is_non_tensor
+from .convert import is_integer_dtype
 from .repr import indent
 
 __all__ = ["RaggedTensorDict", "ragged_positions"]
@@ -61,7 +62,7 @@ def _list_index(index: list) -> torch.Tensor:
         out = torch.as_tensor(index)
     except (TypeError, ValueError, RuntimeError, OverflowError):
         out = None
-    if out is None or not (out.dtype is torch.bool or not (out.is_floating_point() or out.is_complex())):
+    if out is None or not (out.dtype is torch.bool or is_integer_dtype(out.dtype)):
         raise IndexError(f"a ragged stack selects items by ints, slices, or a 1-D list/tensor of ints or bools; "
                          f"got {index!r:.80}")
     return out
@@ -74,7 +75,7 @@ class RaggedTensorDict(Batched):
         t = offsets if isinstance(offsets, torch.Tensor) else torch.as_tensor(offsets)
         if t.ndim != 1 or t.numel() < 1:
             raise ValueError("offsets must be a 1-D int64 tensor starting at 0")
-        if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        if not is_integer_dtype(t.dtype):
             raise TypeError(f"offsets must be integers, got dtype {t.dtype}")
         offsets = t.to(torch.int64)
         if int(offsets[0]) != 0:

@@ -142,7 +142,7 @@ class ContaminationIndex:
     """Hashed n-grams of the prompts of one or more benchmarks (``{name: [prompt, ...]}``)."""
 
     def __init__(self, benchmarks: dict[str, list[str]], n: int = 13, *, min_words: int = 8):
-        for what, value in (("--ngram", n), ("min_words", min_words)):
+        for what, value in (("n", n), ("min_words", min_words)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
         n, min_words = int(n), int(min_words)
@@ -231,10 +231,27 @@ def as_benchmarks(prompts) -> dict[str, list[str]]:
     return out
 
 
-def decontaminate(history, prompts, n: int = 13) -> np.ndarray:
+def as_index(prompts, n: int | None = None) -> ContaminationIndex:
+    """``prompts`` as a :class:`ContaminationIndex` of ``n``-grams (13 when ``None``). An index is
+    returned as it is; an ``n`` that differs from its own is a ValueError, never silently ignored.
+
+    Example:
+        >>> as_index(["one two three four"], n=3).n
+        3
+    """
+    if isinstance(prompts, ContaminationIndex):
+        if n is not None and n != prompts.n:
+            raise ValueError(f"n={n!r} differs from the ContaminationIndex's n={prompts.n}: build the index "
+                             f"with n={n!r}, or leave n out to use the index's")
+        return prompts
+    return ContaminationIndex(as_benchmarks(prompts), 13 if n is None else n)
+
+
+def decontaminate(history, prompts, n: int | None = None) -> np.ndarray:
     """Indices (int64, increasing) of the conversations of ``history`` that share a word
-    ``n``-gram with a prompt. ``prompts``: a list of strings, ``{benchmark: [prompt, ...]}``,
-    a :class:`ContaminationIndex`, or the path of a benchmark file (:func:`load_prompts`).
+    ``n``-gram with a prompt (13 words unless ``n`` says; an index keeps its own ``n``). ``prompts``:
+    a list of strings, ``{benchmark: [prompt, ...]}``, a :class:`ContaminationIndex`, or the path of a
+    benchmark file (:func:`load_prompts`).
 
     Example:
         >>> from chatdata import History
@@ -242,5 +259,5 @@ def decontaminate(history, prompts, n: int = 13) -> np.ndarray:
         >>> decontaminate(h, ["one two three four"], n=3).tolist()
         [0]
     """
-    index = prompts if isinstance(prompts, ContaminationIndex) else ContaminationIndex(as_benchmarks(prompts), n)
+    index = as_index(prompts, n)
     return np.array(sorted({c for c, _, _ in index.scan(history)}), dtype=np.int64)

@@ -173,7 +173,7 @@ def _contam_batch(batch, *, index, column):
                                                                                     ("hits", pa.list_(pa.int64()))]))
 
 
-def decontaminate(ds, prompts, n: int = 13, *, column: str = "messages", batch_size: int = 4096) -> np.ndarray:
+def decontaminate(ds, prompts, n: int | None = None, *, column: str = "messages", batch_size: int = 4096) -> np.ndarray:
     """Row numbers (int64, increasing) of the rows of ``ds`` that share a word ``n``-gram with a
     prompt (``prompts`` as for :func:`chatdata.hygiene.decontaminate`).
 
@@ -182,9 +182,9 @@ def decontaminate(ds, prompts, n: int = 13, *, column: str = "messages", batch_s
         [17, 204]
     """
     ray = require_ray()
-    from ..hygiene.decontam import ContaminationIndex, as_benchmarks
+    from ..hygiene.decontam import as_index
 
-    index = prompts if isinstance(prompts, ContaminationIndex) else ContaminationIndex(as_benchmarks(prompts), n)
+    index = as_index(prompts, n)
     refs = _blocks(ds, functools.partial(_contam_batch, index=index, column=column), batch_size=batch_size)
     out, start = [], 0
     for t in ray.get(refs):

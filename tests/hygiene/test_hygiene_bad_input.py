@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatdata import History
-from chatdata.hygiene import check_tool_calls, decode_arguments, decontaminate, dedup, find_duplicates, load_prompts
+from chatdata.hygiene import (ContaminationIndex, check_tool_calls, decode_arguments, decontaminate, dedup, find_duplicates,
+                              load_prompts)
 from chatdata.hygiene.normalize import conversation_hashes, normalize_text
 from chatdata.hygiene.words import word_hashes, words_of
 
@@ -126,11 +127,21 @@ def test_huge_and_whitespace_only_texts():
 
 
 # -- decontamination: parameters and files ---------------------------------------------------------
-@pytest.mark.parametrize("n", [0, -3, 1.5, True, "13", None])
+@pytest.mark.parametrize("n", [0, -3, 1.5, True, "13"])
 def test_ngram_size_must_be_a_positive_int(n):
-    with pytest.raises(ValueError, match="--ngram must be an integer >= 1, got"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1, got"):
         decontaminate(users(SENTENCE), [PROMPT], n=n)
     assert decontaminate(users(SENTENCE), [PROMPT], n=np.int64(13)).tolist() == [0]
+    assert decontaminate(users(SENTENCE), [PROMPT], n=None).tolist() == [0]  # None: the default, 13
+
+
+def test_an_index_keeps_its_n_and_a_different_n_is_refused():
+    # was: decontaminate(h, index, n=3) silently scanned with the index's 13-grams
+    index = ContaminationIndex({"quiz": [PROMPT]}, n=13)
+    assert decontaminate(users(SENTENCE), index).tolist() == [0]
+    assert decontaminate(users(SENTENCE), index, n=13).tolist() == [0]
+    with pytest.raises(ValueError, match="n=3 differs from the ContaminationIndex's n=13: build the index with n=3"):
+        decontaminate(users(SENTENCE), index, n=3)
 
 
 @pytest.mark.parametrize("prompts, error, match", [

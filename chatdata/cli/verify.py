@@ -50,8 +50,15 @@ def _as_dict(report) -> dict:
 
 
 def run(args) -> int:
-    from ..io.sharded_verify import verify_dataset
+    import os
 
+    from ..io.sharded_verify import verify_dataset
+    from .errors import CLIError
+
+    if not os.path.exists(args.path):  # nothing to check: a mistyped path, not a bad dataset
+        raise CLIError(f"{args.path}: no such folder (give the folder a dataset was saved to)")
+    if not os.path.isdir(args.path):
+        raise CLIError(f"{args.path}: is a file, not a folder (give the folder a dataset was saved to)")
     report = verify_dataset(args.path, checksums=not args.no_checksums)
     if args.json:
         say(json.dumps(_as_dict(report), indent=2))

@@ -63,8 +63,15 @@ def test_verify_exit_status_and_named_files(tmp_path, capsys):
 
 
 def test_verify_bad_paths(tmp_path, capsys):
-    res = _run(capsys, "verify", tmp_path / "nope")
-    assert res.returncode == 1 and "does not exist" in res.stdout
+    # a mistyped path or a file is an error, not "FAILED: 1 problem in 1 file" (nothing was checked)
+    capsys.readouterr()
+    assert main(["verify", str(tmp_path / "nope")]) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.strip() == (f"chatdata verify: error: {tmp_path / 'nope'}: no such folder "
+                                                 "(give the folder a dataset was saved to)")
+    (tmp_path / "file.txt").write_text("hi")
+    assert main(["verify", str(tmp_path / "file.txt"), "--json"]) == 1
+    assert "is a file, not a folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as err:
         main(["verify"])  # no PATH: a usage error
     assert err.value.code == 2

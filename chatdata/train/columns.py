@@ -241,6 +241,9 @@ def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> Flat
     """
     flat = _gather(rows, allow_empty, labels)
     _check_ids(flat)
+    masks = flat.columns.get("assistant_masks")
+    if masks is not None and masks.dtype != torch.bool:  # a mask of 2 or 0.5 means trained, as in the labels
+        flat.columns["assistant_masks"] = masks != 0
     reconcile_loss_weights(flat.columns)  # a weight of 0: not trained (labels -100, mask off)
     return flat
 

@@ -343,6 +343,16 @@ def test_collates_refuse_negative_ids(collate):
         collate(rows)
 
 
+def test_integer_masks_are_bool_masks_in_every_batch():
+    # a tree batch passed a mask of 2 through as int64: a loss multiplying by it weighted that token twice
+    rows = [{"input_ids": [7, 8, 9], "assistant_masks": [0, 2, 1]}, {"input_ids": [7, 8, 5], "assistant_masks": [0, 1, 0]}]
+    tree = collate_prefix_tree(rows)
+    assert tree["assistant_masks"].dtype == torch.bool
+    assert tree["assistant_masks"].tolist() == [[False, True, True], [False, True, False]]
+    assert collate_padding_free(rows)["labels"].tolist() == [[-100, 8, 9, -100, 8, -100]]
+    assert collate_padded(rows, 0)["labels"].tolist() == [[-100, 8, 9], [-100, 8, -100]]
+
+
 @pytest.mark.parametrize("rows, err, match", [
     ({"input_ids": [1, 2]}, TypeError, "rows must be a list of dicts"),
     (TensorDict({"input_ids": torch.tensor([1, 2])}, batch_size=[]), TypeError, "one row: wrap it in a list"),

@@ -113,9 +113,10 @@ def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = Non
     if B == 0:
         raise ValueError("cannot collate an empty batch: rows is empty")
     L = int(lengths.max())
+    if L == 0:  # a (B, 0) batch (or one of padding alone) fails inside the model, far from here
+        raise ValueError("cannot collate a batch whose sequences are all empty")
     if pad_to_multiple_of:
         L = -(-L // pad_to_multiple_of) * pad_to_multiple_of
-    L = max(L, 1) if pad_to_multiple_of else L
     left = padding_side == "left"
     index = pad_index(flat.offsets, L, left)
     input_ids = pad_rows(flat.ids, flat.offsets, L, pad_token_id, left, index)

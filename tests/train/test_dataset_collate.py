@@ -101,6 +101,8 @@ def test_padded_right_and_left():
     (collate_padded, ([{"input_ids": [1]}], 0, 0), ValueError, "pad_to_multiple_of"),
     (collate_padded, ([{"input_ids": [1]}], 0, None, "top"), ValueError, "padding_side"),
     (collate_padded, ([], 0), ValueError, "empty"),
+    (collate_padded, ([{"input_ids": []}, {"input_ids": []}], 0), ValueError, "all empty"),  # was a (2, 0) batch
+    (collate_padded, ([{"input_ids": []}], 0, 8), ValueError, "all empty"),  # was a row of padding alone
 ])
 def test_collate_bad_input(fn, args, err, match):
     with pytest.raises(err, match=match):

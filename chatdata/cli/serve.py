@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .common import CLIError, say
+from .common import CLIError, checked_template, load_tokenizer, positive_int, read_template_file, say
 
 KEEP_ALIVE_S = 20  # seconds an idle client connection stays open (see run())
 HELP = "serve an OpenAI-compatible gateway that records every session as token data"
@@ -25,6 +25,24 @@ EXAMPLE = """examples:
   chatdata serve --backend http://127.0.0.1:30000/generate --tokenizer tok/ --out sessions/ --port 8010
   OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_API_KEY=none my-agent ...   # then, in another shell
   chatdata info sessions/"""
+
+
+def port_number(text: str) -> int:
+    """An argparse ``type`` for ``--port``: an integer in [0, 65535] (0 picks a free port).
+
+    Example:
+        >>> port_number("8000")
+        8000
+    """
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v} is not a port: give 1 to 65535, or 0 to pick a free one")
+    return v
 
 
 def add_parser(sub):
@@ -40,7 +58,7 @@ def add_parser(sub):
     g.add_argument("--chat-template-name", metavar="NAME", help="a bundled template (chatdata templates list)")
     p.add_argument("--out", required=True, metavar="DIR", help="where sessions are stored (an earlier --out resumes)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--port", type=port_number, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--backend-api", choices=("auto", "vllm", "sglang"), default="auto",
                    help="the backend's protocol (default: from the URL; .../generate is SGLang)")
     p.add_argument("--model-name", help="the model name /v1/models lists (default: the tokenizer folder's name)")
@@ -49,7 +67,7 @@ def add_parser(sub):
                    help="store a session unused this long (default 300)")
     p.add_argument("--backend-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="wait this long for the backend's answer, then answer 504 (default 600)")
-    p.add_argument("--max-tokens", type=int, default=4096,
+    p.add_argument("--max-tokens", type=positive_int, default=4096,
                    help="generation limit when a request gives none and the backend does not tell its context")
     p.add_argument("--no-fsync", action="store_true",
                    help="do not fsync each request (a killed gateway still loses nothing; a power loss may)")
@@ -83,23 +101,26 @@ def run(args) -> int:
         raise CLIError(f"chatdata serve needs the serve extra ({err.name} is not installed): "
                        'pip install "chatdata[serve]"') from None
     from ..gateway import create_app
+    from ..gateway.backends import check_url
     from ..gateway.store import SessionStore
 
-    template = None
-    if args.chat_template:
-        path = Path(args.chat_template)
-        if not path.is_file():
-            raise CLIError(f"--chat-template {path}: no such file")
-        template = path.read_text(encoding="utf-8")
-    for flag, value in (("--max-tokens", args.max_tokens), ("--idle-timeout", args.idle_timeout),
-                        ("--backend-timeout", args.backend_timeout)):
+    for flag, value in (("--idle-timeout", args.idle_timeout), ("--backend-timeout", args.backend_timeout)):
         if not value > 0:  # nan too
             raise CLIError(f"{flag} must be positive, got {value}")
-    try:
+    try:  # the cheap checks first: a wrong --backend or --out is said before the tokenizer loads
+        check_url(args.backend)
         SessionStore(args.out).preflight()
-        app = create_app(args.backend, args.tokenizer, args.out, chat_template=template,
+    except ValueError as err:
+        raise CLIError(f"--backend: {err}" if "URL" in str(err) else str(err)) from None
+    template = None
+    if args.chat_template:  # a missing file, a folder, not UTF-8, not Jinja: one line naming the flag
+        template = checked_template(read_template_file(args.chat_template, "--chat-template"),
+                                    f"--chat-template {args.chat_template}")
+    tok = load_tokenizer(args.tokenizer)  # a folder without a vocabulary is refused (it encodes text to nothing)
+    try:
+        app = create_app(args.backend, tok, args.out, chat_template=template,
                          chat_template_name=args.chat_template_name, backend_api=args.backend_api,
-                         model_name=args.model_name, backend_model=args.backend_model,
+                         model_name=args.model_name or Path(args.tokenizer).name, backend_model=args.backend_model,
                          idle_timeout=args.idle_timeout, durable=not args.no_fsync, default_max_tokens=args.max_tokens,
                          timeout=args.backend_timeout)
     except (ValueError, OSError) as err:

@@ -37,7 +37,7 @@ from .errors import GatewayError
 from .journal import MAX_TOKEN_ID
 from .prompt_ids import PromptIds
 
-__all__ = ["Generation", "Sampling", "VLLMBackend", "SGLangBackend", "make_backend"]
+__all__ = ["Generation", "Sampling", "VLLMBackend", "SGLangBackend", "make_backend", "check_url"]
 
 
 @dataclass
@@ -264,11 +264,44 @@ class SGLangBackend(_HTTPBackend):
         return _check(self.api, ids, [p[0] for p in pairs], kind)
 
 
+def check_url(url: Any) -> str:
+    """``url`` if it can address a backend: ``http://`` or ``https://``, a host, a port in
+    range, no query or fragment (the gateway appends the API's path); else a ValueError saying
+    what to write. A URL without its scheme (``localhost:8001``) used to start a gateway that
+    answered every request with a 502.
+
+    Example:
+        >>> check_url("localhost:8001")
+        Traceback (most recent call last):
+        ...
+        ValueError: backend URL 'localhost:8001' must start with http:// or https:// (e.g. http://localhost:8001)
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"backend URL must be a non-empty string like http://127.0.0.1:8001, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as err:
+        raise ValueError(f"backend URL {url!r} cannot be parsed ({err})") from None
+    if parts.scheme not in ("http", "https"):
+        hint = f" (e.g. http://{url})" if "://" not in url else ""
+        raise ValueError(f"backend URL {url!r} must start with http:// or https://{hint}")
+    if not parts.hostname:
+        raise ValueError(f"backend URL {url!r} has no host (e.g. http://127.0.0.1:8001)")
+    if parts.query or parts.fragment or url != url.strip():
+        raise ValueError(f"backend URL {url!r}: give the server's address and path only (no query, fragment "
+                         "or spaces)")
+    return url
+
+
 def make_backend(url: str, api: str = "auto", model: str | None = None, timeout: float = 600.0):
     """A backend client for ``url``: ``api`` is ``"vllm"``, ``"sglang"`` or ``"auto"`` (a URL
     ending in ``/generate`` is SGLang, anything else vLLM; ``/v1`` and ``/v1/completions`` may
-    be given or left out)."""
-    url = url.rstrip("/")
+    be given or left out). A URL that is not ``http(s)://host[:port][/path]`` is a ValueError
+    (:func:`check_url`)."""
+    url = check_url(url).rstrip("/")
     if api == "auto":
         api = "sglang" if url.endswith("/generate") else "vllm"
     if api == "sglang":

@@ -1,0 +1,86 @@
+"""``chatdata serve`` flags a user gets wrong: each is one line naming the flag, before anything
+is written to --out (the command runs in-process through ``chatdata.cli.main``; nothing here
+starts a server)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chatdata.cli import main
+from chatdata.data import sample_tokenizer_path
+from chatdata.gateway import create_app
+
+
+def serve(capsys, tmp_path, *flags, tokenizer=None, backend="http://127.0.0.1:9") -> str:
+    args = ["serve", "--backend", backend, "--tokenizer", str(tokenizer or sample_tokenizer_path()),
+            "--out", str(tmp_path / "out"), *flags]
+    with pytest.raises(SystemExit) as exc:
+        code = main(args)
+        raise SystemExit(code)
+    err = capsys.readouterr().err
+    assert exc.value.code not in (0, None) and "Traceback" not in err and "internal error" not in err, err
+    assert not (tmp_path / "out").exists(), "a refused start wrote to --out"
+    return err
+
+
+@pytest.mark.parametrize("url, words", [
+    ("localhost:8001", "must start with http:// or https:// (e.g. http://localhost:8001)"),
+    ("ftp://127.0.0.1:8001", "must start with http:// or https://"),
+    ("http://", "has no host"),
+    ("http://[bad", "cannot be parsed"),
+    ("http://127.0.0.1:99999", "cannot be parsed"),
+    ("http://127.0.0.1:8001?x=1", "no query"),
+])
+def test_a_backend_url_that_cannot_be_reached_is_refused_at_start(capsys, tmp_path, url, words):
+    """Before: the gateway said it was ready and answered every request with a 502."""
+    err = serve(capsys, tmp_path, backend=url)
+    assert "--backend" in err and words in err, err
+
+
+def test_create_app_refuses_a_backend_url_without_scheme(tmp_path):
+    from chatdata.data import load_sample_tokenizer
+
+    with pytest.raises(ValueError, match="must start with http:// or https://"):
+        create_app("127.0.0.1:8001", load_sample_tokenizer(), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["70000", "-1"])
+def test_a_port_out_of_range_is_a_usage_error(capsys, tmp_path, value):
+    """Before: 'internal error: OverflowError: bind(): port must be 0-65535'."""
+    err = serve(capsys, tmp_path, "--port", value)
+    assert "--port" in err and "is not a port" in err, err
+
+
+def test_max_tokens_zero_is_a_usage_error(capsys, tmp_path):
+    err = serve(capsys, tmp_path, "--max-tokens", "0")
+    assert "--max-tokens" in err and "must be > 0" in err, err
+
+
+def test_chat_template_that_is_not_a_template(capsys, tmp_path):
+    binary = tmp_path / "t.jinja"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    err = serve(capsys, tmp_path, "--chat-template", str(binary))  # before: a bare UnicodeDecodeError message
+    assert f"--chat-template {binary}: not a UTF-8 text file" in err, err
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for m in %}", encoding="utf-8")
+    err = serve(capsys, tmp_path, "--chat-template", str(broken))
+    assert f"--chat-template {broken} is not a valid Jinja template" in err, err
+    err = serve(capsys, tmp_path, "--chat-template", str(tmp_path))  # before: "no such file" for a folder
+    assert "is a folder" in err, err
+
+
+def test_a_tokenizer_folder_without_a_vocabulary_is_refused(capsys, tmp_path):
+    """A folder with tokenizer_config.json but no tokenizer.json (here: only tokenizer.json.gz)
+    loads in transformers as a tokenizer that encodes every text to no ids. Before, the gateway
+    served with it: every message the agents sent was stored as nothing but the template's
+    special tokens."""
+    folder = tmp_path / "tok"
+    shutil.copytree(sample_tokenizer_path(), folder)
+    (folder / "tokenizer.json").unlink()
+    err = serve(capsys, tmp_path, tokenizer=folder)
+    assert f"--tokenizer {folder}: the tokenizer cannot encode text" in err, err
+    err = serve(capsys, tmp_path, tokenizer=tmp_path)
+    assert "not a tokenizer folder" in err, err

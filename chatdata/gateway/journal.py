@@ -175,10 +175,16 @@ def _cut_torn_tail(path: Path, durable: bool) -> None:
 MAX_TOKEN_ID = 2 ** 31  # token ids are vocabulary indices: a larger or negative one is a damaged line
 
 
+def _count(v) -> bool:
+    return type(v) is int and v >= 0
+
+
 def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
     """Raise ValueError when a record cannot be a completed request: ids that are not
-    vocabulary indices, no sampled id, or not one logprob per sampled id. Fields in ``packed``
-    were decoded from int64 bytes: their items need no type check."""
+    vocabulary indices, no sampled id, not one logprob per sampled id, or the fields that place
+    it in its session (``b``, ``parent``, ``shared``, ``messages``, ``message``, ``finish``) of
+    the wrong shape. Fields in ``packed`` were decoded from int64 bytes: their items need no
+    type check."""
     for field in ("prompt", "ids"):
         ids = r.get(field)
         if not isinstance(ids, list) or (field not in packed and any(type(i) is not int for i in ids)):
@@ -190,6 +196,20 @@ def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
     lps = r.get("logprobs")
     if not isinstance(lps, list) or len(lps) != len(r["ids"]):
         raise ValueError(f"'logprobs' must hold one value per sampled id ({len(r['ids'])})")
+    if not _count(r.get("b")):
+        raise ValueError(f"bad branch number {r.get('b')!r} (a 'b' >= 0)")
+    parent = r.get("parent")
+    if parent is not None and not (isinstance(parent, list) and len(parent) == 2 and all(map(_count, parent))):
+        raise ValueError(f"'parent' must be null or [branch, messages], got {parent!r:.80}")
+    if not _count(r.get("shared", 0)):
+        raise ValueError(f"'shared' must be a count of ids, got {r.get('shared')!r:.80}")
+    msgs = r.get("messages", [])
+    if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+        raise ValueError("'messages' must be a list of message objects")
+    if not isinstance(r.get("message"), dict):
+        raise ValueError(f"'message' must be the stored assistant message (an object), got {r.get('message')!r:.80}")
+    if r.get("finish") not in ("stop", "length"):
+        raise ValueError(f"'finish' must be 'stop' or 'length', got {r.get('finish')!r:.80}")
 
 
 def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
@@ -214,7 +234,8 @@ def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
             raise ValueError(f"{path}:{n}: not a JSON object")
         out.append(obj)
     head = out[0]
-    if head.get("journal") != HEADER or not isinstance(head.get("session_id"), str):
+    if head.get("journal") != HEADER or not isinstance(head.get("session_id"), str) or \
+            not isinstance(head.get("uid"), str):
         raise ValueError(f"{path}: not a chatdata gateway session log (bad header line)")
     version = head.get("version", 1)
     if not isinstance(version, int) or version > VERSION:
@@ -224,6 +245,9 @@ def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:
     for n, obj in enumerate(out[1:], 2):
         if "committed" in obj:
             committed = obj["committed"]
+            if not isinstance(committed, str) or not committed.startswith("shard-") or \
+                    Path(committed).name != committed:  # a name, never a path to somewhere else
+                raise ValueError(f"{path}:{n}: 'committed' must name a shard (shard-...), got {committed!r:.80}")
             continue
         try:
             packed = frozenset(key for key, _, _ in _PACKED if isinstance(obj.get(key), dict))  # version 2
@@ -257,12 +281,12 @@ class StoredBranch:
 
 
 def branches_from_journal(records: list[dict]) -> list[StoredBranch]:
-    """Every branch of a session, rebuilt from its records (parents before forks, as written)."""
+    """Every branch of a session, rebuilt from its records as :func:`read_journal` returns them
+    (parents before forks, as written); a fork of a branch no earlier record holds, or one that
+    takes more than its parent has, is a ValueError naming the record."""
     branches: dict[int, StoredBranch] = {}
     for n, r in enumerate(records):
-        b = r.get("b")
-        if not isinstance(b, int) or isinstance(b, bool) or b < 0:
-            raise ValueError(f"record {n}: bad branch number {b!r}")
+        b = r["b"]  # the record's shape was checked when read (read_journal)
         if b not in branches:  # numbers are taken in request order, logged in completion order
             sb = StoredBranch(b)
             parent = r.get("parent")
@@ -272,6 +296,9 @@ def branches_from_journal(records: list[dict]) -> list[StoredBranch]:
                     raise ValueError(f"record {n}: branch {b} forks branch {pb}, which no earlier record holds")
                 p = branches[pb]
                 sb.parent, sb.fork_message, sb.shared = pb, k, int(r.get("shared", 0))
+                if k > len(p.messages) or sb.shared > len(p.ids):
+                    raise ValueError(f"record {n}: branch {b} takes {k} messages and {sb.shared} ids from branch "
+                                     f"{pb}, which holds {len(p.messages)} and {len(p.ids)}")
                 sb.messages = list(p.messages[:k])
                 sb.ids, sb.mask, sb.logprobs = p.ids[:sb.shared], p.mask[:sb.shared], p.logprobs[:sb.shared]
             branches[b] = sb

@@ -77,14 +77,12 @@ def _open(out: Path) -> list[tuple[str, dict]]:
     for path in sorted((out / JOURNAL).glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
         try:
             head, records, committed = read_journal(path)
+            branches = branches_from_journal(records) if committed is None else []
         except OSError:
             continue  # removed right now (committed)
         except ValueError as err:  # a damaged log (a line being written is skipped, not an error)
             warnings.warn(f"an open session's log is left out: {err}", stacklevel=3)
             continue
-        if committed is not None:
-            continue
-        branches = branches_from_journal(records)
         ids_of = {b.branch: b.ids for b in branches}
         for b in branches:
             rows.append((head["uid"], {

@@ -70,6 +70,15 @@ def _common_prefix(a: list, b: list, start: int) -> int:
     return n if diff.numel() == 0 else start + int(diff[0])
 
 
+def _has_newline(path: Path) -> bool:
+    """Whether ``path`` holds a newline (read in chunks: a log's first line is short)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if b"\n" in chunk:
+                return True
+    return False
+
+
 class SessionStore:
     """Owns ``OUT`` while a gateway runs: the lock, recovery at start, commits (see the module
     docstring). ``durable=True`` fsyncs logs and shards, so stored data survives a power loss."""
@@ -83,7 +92,13 @@ class SessionStore:
     # -- opening --------------------------------------------------------------------------------
     def preflight(self) -> None:
         """Raise ValueError (what to fix) if ``OUT`` cannot be used: a file, someone else's
-        folder, or a folder another gateway is writing to. Changes nothing."""
+        folder, a folder another gateway is writing to, or an open session's log that cannot
+        be resumed (damaged, or a file the gateway did not write). Changes nothing."""
+        self._check_folder()
+        for path in self._logs():
+            self._read_log(path)
+
+    def _check_folder(self) -> None:
         out = self.out
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out} is a file, not a folder")
@@ -98,7 +113,7 @@ class SessionStore:
         """Create or reopen ``OUT``, take its lock, finish or undo an interrupted commit, and
         return the logs of sessions that were open (to resume, oldest first)."""
         out = self.out
-        self.preflight()
+        self._check_folder()  # the logs are read once, by _recover
         open_dataset(out, mode="a")  # the conversations' manifest first: it refuses a foreign folder
         self._lock()
         for sub in (TOKENS, BRANCHES):
@@ -106,7 +121,11 @@ class SessionStore:
         self.journal_dir.mkdir(exist_ok=True)
         if not is_gateway_output(out):
             (out / MARKER).write_text(json.dumps({"format": FORMAT, "version": 1}) + "\n", encoding="utf-8")
-        return self._recover()
+        try:
+            return self._recover()
+        except BaseException:  # a log that cannot be resumed: release the folder, so a retry (the log
+            self.close()  # moved away) in this process is not told another gateway holds it
+            raise
 
     def _lock(self) -> None:
         import fcntl
@@ -129,17 +148,31 @@ class SessionStore:
     def _names(self, sub: str) -> set[str]:
         return {Path(s["path"]).name for s in open_dataset(self.out / sub).manifest["shards"]}
 
+    def _logs(self) -> list[Path]:
+        """The open sessions' logs, oldest first, without those a kill cut before their header
+        line was whole (nothing was answered in them)."""
+        paths = sorted(self.journal_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+        return [p for p in paths if _has_newline(p)]
+
+    def _read_log(self, path: Path):
+        """``read_journal(path)``, its branches checked too; a log that cannot be stored is a
+        ValueError that says how to start anyway."""
+        try:
+            head, records, committed = read_journal(path)
+            branches_from_journal(records)
+        except ValueError as err:
+            raise ValueError(f"{err}. This session log cannot be resumed or stored: move {path.name} out of "
+                             f"{self.journal_dir} (or delete it) to start without it") from None
+        return head, records, committed
+
     def _recover(self) -> list[Path]:
         named = {sub: self._names(sub) for sub in ("", TOKENS, BRANCHES)}
         pending = []
-        for path in sorted(self.journal_dir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
-            try:
-                _, records, committed = read_journal(path)
-            except ValueError:
-                if path.stat().st_size == 0 or path.read_bytes().count(b"\n") == 0:
-                    path.unlink()  # killed before its header line was whole: nothing was answered
-                    continue
-                raise
+        whole = self._logs()
+        for path in set(self.journal_dir.glob("*.jsonl")).difference(whole):
+            path.unlink()  # killed before its header line was whole: nothing was answered
+        for path in whole:
+            _, records, committed = self._read_log(path)
             if committed is not None and self._finish_commit(committed, named):
                 path.unlink()
             elif records:

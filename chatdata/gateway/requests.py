@@ -166,11 +166,25 @@ def _stop(body: dict) -> list[str]:
     v = body.get("stop")
     if v is None:
         return []
-    if isinstance(v, str):
+    if isinstance(v, str) and v:
         return [v]
     if isinstance(v, list) and all(isinstance(s, str) and s for s in v):
         return list(v)
-    raise _bad(f"'stop' must be a string or a list of non-empty strings, got {v!r}", "stop")
+    raise _bad(f"'stop' must be a non-empty string or a list of non-empty strings, got {v!r:.200}", "stop")
+
+
+def _unsupported(body: dict) -> None:
+    """Refuse what the gateway cannot honour instead of answering as if it had: more than the
+    sampled token's logprob, or a constrained output format (the backend gets token ids only)."""
+    top = _integer(body, "top_logprobs", 0)
+    if top:
+        raise _bad(f"'top_logprobs' is not supported (got {top}): the gateway keeps and returns the sampled token's "
+                   "logprob only; ask with logprobs: true and no top_logprobs (or 0)", "top_logprobs")
+    fmt = body.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if fmt is not None and kind != "text":
+        raise _bad(f"'response_format' {kind or fmt!r:.200} is not supported: the gateway does not constrain "
+                   "decoding (only {\"type\": \"text\"}); ask for JSON in the messages instead", "response_format")
 
 
 def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
@@ -203,6 +217,7 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     for key, value in body.items():
         if key != "messages":
             _check_again(value, key)
+    _unsupported(body)
     n = _integer(body, "n", 1)
     if n not in (None, 1):
         raise _bad(f"'n' must be 1 (one choice per request), got {n}", "n")

@@ -145,6 +145,14 @@ BAD_REQUESTS = [
      "documents' must be a list of objects"),
     ("chat_template_kwargs.documents of non-objects", json.dumps(_chat(chat_template_kwargs={"documents": [1]})).encode(),
      "documents' must be a list of objects"),
+    # fields the gateway cannot honour were answered as if it had (empty top_logprobs lists, output
+    # not constrained to JSON), and an empty stop string went to the backend as a stop at every position
+    ("top_logprobs", json.dumps(_chat(logprobs=True, top_logprobs=5)).encode(), "'top_logprobs' is not supported"),
+    ("response_format json_object", json.dumps(_chat(response_format={"type": "json_object"})).encode(),
+     "'response_format' 'json_object' is not supported"),
+    ("response_format json_schema", json.dumps(_chat(response_format={"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "object"}}})).encode(), "'response_format' 'json_schema' is not supported"),
+    ("stop ''", json.dumps(_chat(stop="")).encode(), "'stop' must be a non-empty string"),
 ]
 
 
@@ -164,6 +172,17 @@ def test_malformed_requests_are_400_and_change_nothing(scripted, tok, tmp_path):
     records = read_sessions(tmp_path / "out")  # only the good requests' turns were recorded
     assert {r["session_id"] for r in records} == {"good"}
     assert sum(int(r["assistant_masks"].sum()) for r in records) >= (len(BAD_REQUESTS) + 1) * len(scripted.good_ids)
+
+
+def test_the_harmless_forms_of_refused_fields_are_served(scripted, tok, tmp_path):
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
+
+    async def talk(http):
+        r = await http.post("/v1/chat/completions", json=_chat(logprobs=True, top_logprobs=0, stop=["x"],
+                                                              response_format={"type": "text"}))
+        assert r.status_code == 200, r.text
+        assert [t["logprob"] for t in r.json()["choices"][0]["logprobs"]["content"]] == [-0.5] * len(scripted.good_ids)
+    run(app, talk)
 
 
 def _vllm(ids, lps) -> bytes:

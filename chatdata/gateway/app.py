@@ -58,6 +58,17 @@ def _session_header(value: str | None) -> str | None:
     return value
 
 
+def _check_settings(idle_timeout: Any, timeout: Any, default_max_tokens: Any) -> None:
+    """Refuse settings the gateway would run with silently wrong: an idle timeout of 0 (or less)
+    stored every session right after each request, so each turn began a new tree; NaN never
+    stored an idle session; a default max_tokens of 0 made every request without one fail."""
+    for name, v in (("idle_timeout", idle_timeout), ("timeout", timeout)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:  # NaN too
+            raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
+    if isinstance(default_max_tokens, bool) or not isinstance(default_max_tokens, int) or default_max_tokens < 1:
+        raise ValueError(f"default_max_tokens must be an integer >= 1, got {default_max_tokens!r}")
+
+
 class Gateway:
     """The gateway's state: tokenizer and template, backend, open sessions, output folder.
 
@@ -71,6 +82,8 @@ class Gateway:
         from ..rollout import template_facts
         from ..templates import resolve_chat_template
 
+        _check_settings(idle_timeout, timeout, default_max_tokens)
+        self.backend = make_backend(backend, backend_api, backend_model, timeout)  # its URL is checked before any load
         self.tokenizer = _load_tokenizer(tokenizer)
         self.template = resolve_chat_template(self.tokenizer, chat_template, chat_template_name, None)
         kwargs = dict(template_kwargs or {})
@@ -80,7 +93,6 @@ class Gateway:
         self.stop_token_ids = (eot_id,) if isinstance(eot_id, int) and eot_id != unk else ()
         self.model_name = model_name or (Path(str(tokenizer)).name if isinstance(tokenizer, (str, Path))
                                          else getattr(self.tokenizer, "name_or_path", "") or "chatdata")
-        self.backend = make_backend(backend, backend_api, backend_model, timeout)
         self.store = SessionStore(out, durable)
         self.table = SessionTable(self.tokenizer, self.template, self.store.journal_dir, durable, kwargs)
         self.idle_timeout = idle_timeout

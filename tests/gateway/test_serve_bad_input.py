@@ -40,10 +40,8 @@ def test_a_backend_url_that_cannot_be_reached_is_refused_at_start(capsys, tmp_pa
 
 
 def test_create_app_refuses_a_backend_url_without_scheme(tmp_path):
-    from chatdata.data import load_sample_tokenizer
-
     with pytest.raises(ValueError, match="must start with http:// or https://"):
-        create_app("127.0.0.1:8001", load_sample_tokenizer(), tmp_path / "out")
+        create_app("127.0.0.1:8001", sample_tokenizer_path(), tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -84,3 +82,19 @@ def test_a_tokenizer_folder_without_a_vocabulary_is_refused(capsys, tmp_path):
     assert f"--tokenizer {folder}: the tokenizer cannot encode text" in err, err
     err = serve(capsys, tmp_path, tokenizer=tmp_path)
     assert "not a tokenizer folder" in err, err
+
+
+@pytest.mark.parametrize("setting, words", [
+    ({"idle_timeout": 0}, "idle_timeout must be a positive number of seconds, got 0"),
+    ({"idle_timeout": float("nan")}, "idle_timeout must be a positive number"),
+    ({"timeout": -1.0}, "timeout must be a positive number"),
+    ({"timeout": "600"}, "timeout must be a positive number"),
+    ({"default_max_tokens": 0}, "default_max_tokens must be an integer >= 1"),
+    ({"default_max_tokens": 8.5}, "default_max_tokens must be an integer >= 1"),
+])
+def test_create_app_refuses_settings_it_would_run_with_silently_wrong(tmp_path, setting, words):
+    """(Refused before the tokenizer loads.) idle_timeout=0 stored every session right after each of its requests (every turn a new
+    tree); NaN never stored an idle one; default_max_tokens=0 sent max_tokens 0 to the backend."""
+    with pytest.raises(ValueError, match=words):
+        create_app("http://127.0.0.1:9", sample_tokenizer_path(), tmp_path / "out", **setting)
+    assert not (tmp_path / "out").exists()

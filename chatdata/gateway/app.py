@@ -14,7 +14,7 @@ Example:
     >>> import tempfile
     >>> app = create_app("http://127.0.0.1:9", load_sample_tokenizer(), tempfile.mkdtemp() + "/out")
     >>> sorted(r.path for r in app.routes)
-    ['/health', '/v1/chat/completions', '/v1/models', '/v1/sessions/{session_id}/close']
+    ['/health', '/v1/chat/completions', '/v1/models', '/v1/sessions/{session_id:path}/close']
 """
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def _load_tokenizer(tokenizer: Any) -> Any:
 def _session_header(value: str | None) -> str | None:
     if value is None:
         return None
-    if not value or len(value) > 256 or not value.isprintable():
-        raise GatewayError(400, "the X-Session-Id header must be 1 to 256 printable characters", param="X-Session-Id")
+    if not value or len(value) > 256 or not value.isprintable() or not value.isascii():
+        # not ASCII: header bytes carry no encoding (read as Latin-1, 'café' sent as UTF-8 was stored as 'cafÃ©')
+        raise GatewayError(400, "the X-Session-Id header must be 1 to 256 printable ASCII characters", param="X-Session-Id")
     return value
 
 
@@ -302,7 +303,7 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        Route("/v1/sessions/{session_id}/close", close, methods=["POST"]),
+        Route("/v1/sessions/{session_id:path}/close", close, methods=["POST"]),  # ids may hold '/' 
     ], exception_handlers={GatewayError: on_gateway_error, HTTPException: on_http_error, Exception: on_error},
         lifespan=lifespan)
     app.state.gateway = gw

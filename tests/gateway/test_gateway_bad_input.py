@@ -185,6 +185,35 @@ def test_the_harmless_forms_of_refused_fields_are_served(scripted, tok, tmp_path
     run(app, talk)
 
 
+def test_hostile_session_ids_stay_names_and_can_be_closed(scripted, tok, tmp_path):
+    """Session ids never reach a path (logs are named by a random uid): ids holding '/' or '..'
+    are stored under their name and stay in --out. Before, such an id could not be closed (the
+    route took no '/': a 404 naming another route), and an id sent as UTF-8 bytes was stored as
+    Latin-1 mojibake ('café' as 'cafÃ©')."""
+    from urllib.parse import quote
+
+    out = tmp_path / "out"
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, out, durable=False)
+    hostile = ["a/b", "../../../escape", "..", "/abs/path", "x" * 256, "sp ace%2F"]
+
+    async def talk(http):
+        for sid in hostile:
+            r = await http.post("/v1/chat/completions", json=_chat(), headers={"X-Session-Id": sid})
+            assert r.status_code == 200 and r.headers["x-session-id"] == sid, (sid, r.text)
+            path = quote(sid, safe="").replace(".", "%2E")  # a client normalises a bare '..' segment away
+            r = await http.post(f"/v1/sessions/{path}/close")
+            assert r.status_code == 200 and r.json()["id"] == sid, (sid, r.text)
+        r = await http.post("/v1/chat/completions", json=_chat(), headers={"X-Session-Id": "café".encode()})
+        assert_error(r, 400, "must be 1 to 256 printable ASCII characters", "UTF-8 bytes")
+        r = await http.post("/v1/sessions/%2E%2E/close")
+        assert_error(r, 404, "no open session '..'", "closed twice")
+    run(app, talk)
+    assert sorted(r["session_id"] for r in read_sessions(out)) == sorted(hostile)
+    assert not (tmp_path / "escape").exists() and not list(tmp_path.parent.glob("escape"))
+    assert {p.name for p in out.iterdir()} == {"manifest.json", "shards", "tokens", "branches", "journal",
+                                               "gateway.json", ".gateway.lock", ".manifest.lock"}
+
+
 def _vllm(ids, lps) -> bytes:
     return json.dumps({"choices": [{"token_ids": ids, "finish_reason": "stop",
                                     "logprobs": {"token_logprobs": lps}}]}).encode()

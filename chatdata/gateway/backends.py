@@ -68,11 +68,13 @@ def _garbage(api: str, what: str) -> GatewayError:
                         type="backend_error")
 
 
-def _check(api: str, ids: Any, logprobs: Any, finish: Any) -> Generation:
+def _check(api: str, ids: Any, logprobs: Any, finish: Any, max_tokens: int) -> Generation:
     # ids as the session log keeps them (int64, and a vocabulary index below 2**31: see journal.py)
     if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool)
                                                        and 0 <= i < MAX_TOKEN_ID for i in ids):
         raise _garbage(api, f"the sampled ids must be a non-empty list of token ids in [0, 2**31), got {ids!r:.200}")
+    if len(ids) > max_tokens:  # a proxy or engine that ignores the limit: the turn is not what was asked
+        raise _garbage(api, f"{len(ids)} sampled ids, more than the max_tokens={max_tokens} it was sent")
     if not isinstance(logprobs, list) or len(logprobs) != len(ids):
         raise _garbage(api, f"expected {len(ids)} logprobs (one per sampled id), got {logprobs!r:.200}")
     lps = []
@@ -202,7 +204,7 @@ class VLLMBackend(_HTTPBackend):
             raise _garbage(self.api, "the prompt_token_ids it answered with are not the prompt it was sent")
         lp = c.get("logprobs")
         lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
-        return _check(self.api, c["token_ids"], lps, c.get("finish_reason"))
+        return _check(self.api, c["token_ids"], lps, c.get("finish_reason"), s.max_tokens)
 
     async def context_length(self) -> int | None:
         if self._client is None:
@@ -261,7 +263,7 @@ class SGLangBackend(_HTTPBackend):
         if kind == "abort":
             why = finish.get("message") if isinstance(finish, dict) else None
             raise GatewayError(502, f"the backend aborted the request: {why or 'no reason given'}", type="backend_error")
-        return _check(self.api, ids, [p[0] for p in pairs], kind)
+        return _check(self.api, ids, [p[0] for p in pairs], kind, s.max_tokens)
 
 
 def check_url(url: Any) -> str:

@@ -223,12 +223,13 @@ def _vllm(ids, lps) -> bytes:
 # made the session's log unreadable (its close a 500, read_sessions leaving the session out, a
 # restart refusing the folder); from 2**40 on a 500; a -inf logprob was kept and the answer with
 # logprobs a 500 (and an SSE event holding -Infinity, which is no JSON); a body nested too deeply
-# and SGLang's finish_reason "abort" as a plain string a 500.
+# and SGLang's finish_reason "abort" as a plain string a 500; more ids than max_tokens were kept.
 BAD_ANSWERS = [
     ("an id of 2**31", _vllm([5, 2**31], [-0.5, -0.5]), "token ids in [0, 2**31)"),
     ("an id of 2**40", _vllm([2**40], [-0.5]), "token ids in [0, 2**31)"),
     ("an id of 2**64", _vllm([2**64], [-0.5]), "token ids in [0, 2**31)"),
     ("a -inf logprob", _vllm([5, 6], [-0.5, float("-inf")]), "a logprob must be a finite number"),
+    ("more ids than max_tokens (4)", _vllm([5, 6, 7, 8, 9], [-0.5] * 5), "5 sampled ids, more than the max_tokens=4"),
     ("an answer nested 100000 levels", b'{"choices": [{"token_ids": ' + b"[" * 100000 + b"]" * 100000 + b"}]}",
      "not JSON"),
 ]

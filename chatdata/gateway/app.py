@@ -70,6 +70,28 @@ def _check_settings(idle_timeout: Any, timeout: Any, default_max_tokens: Any) ->
         raise ValueError(f"default_max_tokens must be an integer >= 1, got {default_max_tokens!r}")
 
 
+_PROBE = ("Zq9gw-user-0", "Zq9gw-assistant-0", "Zq9gw-user-1")
+
+
+def _check_template_writes_messages(template: str, tokenizer: Any, kwargs: dict) -> None:
+    """Refuse a template that does not write the messages' text (a file that is plain text to
+    Jinja, such as a README, or a config given as --chat-template): every conversation rendered
+    to the same prompt and the agents' messages were lost silently. A template that refuses the
+    probe chat outright says so on the first request instead."""
+    from ..templates import Renderer, TemplateError
+
+    chat = [{"role": r, "content": c} for r, c in zip(("user", "assistant", "user"), _PROBE)]
+    try:
+        text = Renderer(template, tokenizer=tokenizer, **kwargs).render(chat, add_generation_prompt=True)
+    except (TemplateError, ValueError, TypeError):
+        return
+    missing = [c for c in _PROBE if c not in text]
+    if missing:
+        raise ValueError(f"the chat template does not write the messages' text (a probe chat of three messages "
+                         f"rendered as {text[:120]!r}): give a chat template (a Jinja file that loops over "
+                         "messages), or leave it out to use the tokenizer's")
+
+
 class Gateway:
     """The gateway's state: tokenizer and template, backend, open sessions, output folder.
 
@@ -88,6 +110,7 @@ class Gateway:
         self.tokenizer = _load_tokenizer(tokenizer)
         self.template = resolve_chat_template(self.tokenizer, chat_template, chat_template_name, None)
         kwargs = dict(template_kwargs or {})
+        _check_template_writes_messages(self.template, self.tokenizer, kwargs)
         facts = template_facts(self.template, tokenizer=self.tokenizer, **kwargs)
         eot_id = self.tokenizer.convert_tokens_to_ids(facts.eot) if facts.eot else None
         unk = getattr(self.tokenizer, "unk_token_id", None)

@@ -98,3 +98,16 @@ def test_create_app_refuses_settings_it_would_run_with_silently_wrong(tmp_path, 
     with pytest.raises(ValueError, match=words):
         create_app("http://127.0.0.1:9", sample_tokenizer_path(), tmp_path / "out", **setting)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_template_that_does_not_write_the_messages_is_refused(capsys, tmp_path):
+    """A file that is plain text to Jinja (a README, a config) compiled, and every conversation
+    rendered to the same prompt: the gateway served, and the agents' messages were lost."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# My model\n\nUse it well.\n", encoding="utf-8")
+    err = serve(capsys, tmp_path, "--chat-template", str(readme))
+    assert "the chat template does not write the messages' text" in err, err
+    ok = tmp_path / "ok.jinja"  # no role markers at all, but it writes the messages: served as before
+    ok.write_text("{% for m in messages %}{{ m.content }}{% endfor %}", encoding="utf-8")
+    app = create_app("http://127.0.0.1:9", sample_tokenizer_path(), tmp_path / "ok-out", chat_template=ok.read_text())
+    assert app.state.gateway.template == ok.read_text()

@@ -307,7 +307,8 @@ def test_a_tool_call_the_model_writes_that_cannot_be_stored_stays_text(scripted,
         scripted.reply_ids = tok.encode(written + EOT, add_special_tokens=False)
         try:
             r = await http.post("/v1/chat/completions", headers={"X-Session-Id": "s"},
-                                json=_chat({"role": "assistant", "content": "hello"}, {"role": "user", "content": "go"}))
+                                json=_chat({"role": "assistant", "content": "hello"}, {"role": "user", "content": "go"},
+                                           max_tokens=len(scripted.reply_ids)))  # the scripted reply, whole
         finally:
             scripted.reply_ids = scripted.good_ids
         assert r.status_code == 200, r.text

@@ -73,11 +73,13 @@ def _check_settings(idle_timeout: Any, timeout: Any, default_max_tokens: Any) ->
 _PROBE = ("Zq9gw-user-0", "Zq9gw-assistant-0", "Zq9gw-user-1")
 
 
-def _check_template_writes_messages(template: str, tokenizer: Any, kwargs: dict) -> None:
+def _check_messages_survive(template: str, tokenizer: Any, kwargs: dict) -> None:
     """Refuse a template that does not write the messages' text (a file that is plain text to
     Jinja, such as a README, or a config given as --chat-template): every conversation rendered
-    to the same prompt and the agents' messages were lost silently. A template that refuses the
-    probe chat outright says so on the first request instead."""
+    to the same prompt and the agents' messages were lost silently. Refuse as well a tokenizer
+    that loses that text (a folder with ``tokenizer_config.json`` but no ``tokenizer.json``
+    loads as one that encodes text to no ids). A template that refuses the probe chat outright
+    says so on the first request instead."""
     from ..templates import Renderer, TemplateError
 
     chat = [{"role": r, "content": c} for r, c in zip(("user", "assistant", "user"), _PROBE)]
@@ -90,6 +92,12 @@ def _check_template_writes_messages(template: str, tokenizer: Any, kwargs: dict)
         raise ValueError(f"the chat template does not write the messages' text (a probe chat of three messages "
                          f"rendered as {text[:120]!r}): give a chat template (a Jinja file that loops over "
                          "messages), or leave it out to use the tokenizer's")
+    back = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False), skip_special_tokens=False)
+    if any(c not in back for c in _PROBE):
+        where = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise ValueError(f"the tokenizer {where} loses the messages' text (a rendered probe chat decodes to "
+                         f"{back[:120]!r}): it has no vocabulary? (a folder needs tokenizer.json, not only "
+                         "tokenizer_config.json or a compressed copy)")
 
 
 class Gateway:
@@ -110,7 +118,7 @@ class Gateway:
         self.tokenizer = _load_tokenizer(tokenizer)
         self.template = resolve_chat_template(self.tokenizer, chat_template, chat_template_name, None)
         kwargs = dict(template_kwargs or {})
-        _check_template_writes_messages(self.template, self.tokenizer, kwargs)
+        _check_messages_survive(self.template, self.tokenizer, kwargs)
         facts = template_facts(self.template, tokenizer=self.tokenizer, **kwargs)
         eot_id = self.tokenizer.convert_tokens_to_ids(facts.eot) if facts.eot else None
         unk = getattr(self.tokenizer, "unk_token_id", None)

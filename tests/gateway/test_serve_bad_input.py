@@ -111,3 +111,13 @@ def test_a_template_that_does_not_write_the_messages_is_refused(capsys, tmp_path
     ok.write_text("{% for m in messages %}{{ m.content }}{% endfor %}", encoding="utf-8")
     app = create_app("http://127.0.0.1:9", sample_tokenizer_path(), tmp_path / "ok-out", chat_template=ok.read_text())
     assert app.state.gateway.template == ok.read_text()
+
+
+def test_create_app_refuses_a_tokenizer_folder_without_a_vocabulary(tmp_path):
+    """The Python API's own probe (the CLI refuses the folder earlier, by its flag)."""
+    folder = tmp_path / "tok"
+    shutil.copytree(sample_tokenizer_path(), folder)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ValueError, match=r"loses the messages' text .* it has no vocabulary"):
+        create_app("http://127.0.0.1:9", str(folder), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -99,8 +99,9 @@ class EchoBackend:
         return Generation(list(ids), [-0.5] * len(ids), "stop")
 
 
-def echo_server(port_file: str, n_words: int) -> None:
-    """A vLLM-shaped /v1/completions that answers a canned response at once (a process of its own)."""
+def echo_server(port_file: str, n_words: int, max_tokens: int) -> None:
+    """A vLLM-shaped /v1/completions that answers a canned response at once (a process of its own),
+    cut to the run's max_tokens as an engine does (the gateway refuses an answer longer than asked)."""
     import uvicorn
     from starlette.applications import Starlette
     from starlette.responses import Response
@@ -110,8 +111,10 @@ def echo_server(port_file: str, n_words: int) -> None:
 
     tok = load_sample_tokenizer()
     ids = tok.encode(words(random.Random(1), n_words) + "<|im_end|>", add_special_tokens=False)
+    finish = "stop" if len(ids) <= max_tokens else "length"
+    ids = ids[:max_tokens]
     body = json.dumps({"id": "cmpl-echo", "object": "text_completion", "created": 0, "model": "echo",
-                       "choices": [{"index": 0, "text": "", "finish_reason": "stop", "stop_reason": None,
+                       "choices": [{"index": 0, "text": "", "finish_reason": finish, "stop_reason": None,
                                     "token_ids": ids, "logprobs": {"token_logprobs": [-0.5] * len(ids)}}],
                        "usage": {"prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)}}).encode()
 
@@ -250,7 +253,8 @@ def throughput(n_sessions, rounds, n_words, backend=None, tokenizer=None, max_to
     try:
         if backend is None:
             port_file = tmp / "echo.port"
-            procs.append(subprocess.Popen([sys.executable, __file__, "--echo-backend", str(port_file), "--words", str(n_words)]))
+            procs.append(subprocess.Popen([sys.executable, __file__, "--echo-backend", str(port_file), "--words", str(n_words),
+                                           "--max-tokens", str(max_tokens)]))
             deadline = time.monotonic() + 120
             while not port_file.exists() or not port_file.read_text():
                 if procs[-1].poll() is not None or time.monotonic() > deadline:
@@ -455,7 +459,7 @@ def main() -> None:
     p.add_argument("--echo-backend", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.echo_backend:
-        echo_server(args.echo_backend, args.words)
+        echo_server(args.echo_backend, args.words, args.max_tokens)
         return
     if args.quick:
         args.turns, args.repeat, args.sessions, args.rounds, args.cycles, args.memory_sessions = [5, 10], 1, 8, 3, 2, 4

@@ -77,8 +77,12 @@ def add_parser(sub):
 
 
 def _bind(host: str, port: int):
+    import errno
     import socket
 
+    if not host.strip():  # bind('') listens on every interface: an unset "$HOST" must not open the gateway to all
+        raise CLIError("--host is empty: give an address to listen on (127.0.0.1 for this machine only, "
+                       "0.0.0.0 for every interface)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,7 +90,9 @@ def _bind(host: str, port: int):
         sock.bind((host, port))
     except OSError as err:
         sock.close()
-        raise CLIError(f"cannot listen on {host}:{port}: {err.strerror} (another server there? try --port 0)") from None
+        hint = ("another server is there? try another --port, or --port 0" if err.errno == errno.EADDRINUSE
+                else "is --host an address of this machine?")
+        raise CLIError(f"cannot listen on {host}:{port}: {err.strerror or err} ({hint})") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -116,16 +122,19 @@ def run(args) -> int:
     if args.chat_template:  # a missing file, a folder, not UTF-8, not Jinja: one line naming the flag
         template = checked_template(read_template_file(args.chat_template, "--chat-template"),
                                     f"--chat-template {args.chat_template}")
-    tok = load_tokenizer(args.tokenizer)  # a folder without a vocabulary is refused (it encodes text to nothing)
+    sock = _bind(args.host, args.port)  # before the slow loads: a port in use is said at once
     try:
+        tok = load_tokenizer(args.tokenizer)  # a folder without a vocabulary is refused (it encodes text to nothing)
         app = create_app(args.backend, tok, args.out, chat_template=template,
                          chat_template_name=args.chat_template_name, backend_api=args.backend_api,
                          model_name=args.model_name or Path(args.tokenizer).name, backend_model=args.backend_model,
                          idle_timeout=args.idle_timeout, durable=not args.no_fsync, default_max_tokens=args.max_tokens,
                          timeout=args.backend_timeout)
-    except (ValueError, OSError) as err:
-        raise CLIError(str(err)) from None
-    sock = _bind(args.host, args.port)
+    except BaseException as err:
+        sock.close()
+        if isinstance(err, (ValueError, OSError)):
+            raise CLIError(str(err)) from None
+        raise
     host, port = sock.getsockname()[:2]
     gw = app.state.gateway
     shown = f"[{host}]" if ":" in host else host

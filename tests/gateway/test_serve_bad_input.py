@@ -121,3 +121,20 @@ def test_create_app_refuses_a_tokenizer_folder_without_a_vocabulary(tmp_path):
     with pytest.raises(ValueError, match=r"loses the messages' text .* it has no vocabulary"):
         create_app("http://127.0.0.1:9", str(folder), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_host_and_a_port_in_use_are_said_before_loading(capsys, tmp_path):
+    """--host '' (an unset "$HOST") listened on every interface; a port in use, or a host that is
+    not this machine's, said 'another server there?' for either, after the tokenizer had loaded."""
+    import socket
+
+    err = serve(capsys, tmp_path, "--host", "")
+    assert "--host is empty" in err, err
+    err = serve(capsys, tmp_path, "--host", "192.0.2.1")  # TEST-NET-1: never an address of this machine
+    assert "cannot listen on 192.0.2.1" in err and "is --host an address of this machine?" in err, err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        err = serve(capsys, tmp_path, "--port", str(port), tokenizer=tmp_path / "no-such-tokenizer")
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "another server is there?" in err, err

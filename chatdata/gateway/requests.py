@@ -175,11 +175,16 @@ def _stop(body: dict) -> list[str]:
 
 def _unsupported(body: dict) -> None:
     """Refuse what the gateway cannot honour instead of answering as if it had: more than the
-    sampled token's logprob, or a constrained output format (the backend gets token ids only)."""
+    sampled token's logprob, vLLM's prefill options (continuing the last assistant message), or a
+    constrained output format (the backend gets token ids only)."""
     top = _integer(body, "top_logprobs", 0)
     if top:
         raise _bad(f"'top_logprobs' is not supported (got {top}): the gateway keeps and returns the sampled token's "
                    "logprob only; ask with logprobs: true and no top_logprobs (or 0)", "top_logprobs")
+    if body.get("continue_final_message") or body.get("add_generation_prompt") is False:  # vLLM's prefill options
+        raise _bad("'continue_final_message' / 'add_generation_prompt: false' are not supported: each request's answer "
+                   "is a new assistant turn (an assistant message last is a whole turn, not a prefix to continue)",
+                   "continue_final_message" if body.get("continue_final_message") else "add_generation_prompt")
     fmt = body.get("response_format")
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if fmt is not None and kind != "text":

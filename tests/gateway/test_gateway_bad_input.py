@@ -146,13 +146,18 @@ BAD_REQUESTS = [
     ("chat_template_kwargs.documents of non-objects", json.dumps(_chat(chat_template_kwargs={"documents": [1]})).encode(),
      "documents' must be a list of objects"),
     # fields the gateway cannot honour were answered as if it had (empty top_logprobs lists, output
-    # not constrained to JSON), and an empty stop string went to the backend as a stop at every position
+    # not constrained to JSON, a prefill answered as a new turn), and an empty stop string went to the backend as a stop at every position
     ("top_logprobs", json.dumps(_chat(logprobs=True, top_logprobs=5)).encode(), "'top_logprobs' is not supported"),
     ("response_format json_object", json.dumps(_chat(response_format={"type": "json_object"})).encode(),
      "'response_format' 'json_object' is not supported"),
     ("response_format json_schema", json.dumps(_chat(response_format={"type": "json_schema", "json_schema": {
         "name": "x", "schema": {"type": "object"}}})).encode(), "'response_format' 'json_schema' is not supported"),
     ("stop ''", json.dumps(_chat(stop="")).encode(), "'stop' must be a non-empty string"),
+    ("vLLM's continue_final_message", json.dumps(_chat({"role": "assistant", "content": "Sure,"},
+                                                       continue_final_message=True, add_generation_prompt=False)).encode(),
+     "'continue_final_message' / 'add_generation_prompt: false' are not supported"),
+    ("add_generation_prompt false", json.dumps(_chat(add_generation_prompt=False)).encode(),
+     "are not supported: each request's answer is a new assistant turn"),
 ]
 
 

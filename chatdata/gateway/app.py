@@ -129,7 +129,7 @@ class Gateway:
         self.table = SessionTable(self.tokenizer, self.template, self.store.journal_dir, durable, kwargs)
         self.idle_timeout = idle_timeout
         self.default_max_tokens = default_max_tokens
-        self._context: int | None | bool = False  # False: not asked yet
+        self._context: int | None | bool = False  # False: not known yet (not asked, or the backend was down)
         self._idle_task: asyncio.Task | None = None
         self._commit_lock: asyncio.Lock | None = None
         self.started = time.time()

@@ -149,8 +149,9 @@ class _HTTPBackend:
             raise _garbage(self.api, f"not a JSON object: {resp.text[:200]!r}")
         return body
 
-    async def context_length(self) -> int | None:
-        """The backend's context length when it says (vLLM's ``/v1/models`` ``max_model_len``)."""
+    async def context_length(self) -> int | None | bool:
+        """The backend's context length when it says (vLLM's ``/v1/models`` ``max_model_len``);
+        None when it does not, False when it could not be asked (then it is asked again)."""
         return None
 
 
@@ -206,17 +207,27 @@ class VLLMBackend(_HTTPBackend):
         lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
         return _check(self.api, c["token_ids"], lps, c.get("finish_reason"), s.max_tokens)
 
-    async def context_length(self) -> int | None:
+    async def context_length(self) -> int | None | bool:
+        """``max_model_len`` from ``/v1/models``; None when the backend answers without it;
+        False when it cannot be reached (still loading: ask again next time, as a None kept for
+        good made every later request use the default max_tokens instead of the room left)."""
+        import httpx
+
         if self._client is None:
             await self.start()
         base = self.url[: -len("/v1/completions")]
         try:
             resp = await self._client.get(base + "/v1/models", timeout=10.0)
+        except httpx.ConnectError:  # nothing listens yet (a slow timeout is an answer: not asked per request)
+            return False
+        except httpx.HTTPError:
+            return None
+        try:
             data = resp.json().get("data") or []
             value = data[0].get("max_model_len") if data and isinstance(data[0], dict) else None
-        except Exception:  # noqa: BLE001 - optional information: any failure means "unknown"
+        except Exception:  # noqa: BLE001 - optional information: any other failure means "unknown"
             return None
-        return value if isinstance(value, int) and value > 0 else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class SGLangBackend(_HTTPBackend):

@@ -279,8 +279,8 @@ class SGLangBackend(_HTTPBackend):
 
 def check_url(url: Any) -> str:
     """``url`` if it can address a backend: ``http://`` or ``https://``, a host, a port in
-    range, no query or fragment (the gateway appends the API's path); else a ValueError saying
-    what to write. A URL without its scheme (``localhost:8001``) used to start a gateway that
+    range, no query or fragment (the gateway appends the API's path), not the server's chat or
+    models endpoint; else a ValueError saying what to write. A URL without its scheme (``localhost:8001``) used to start a gateway that
     answered every request with a 502.
 
     Example:
@@ -306,6 +306,12 @@ def check_url(url: Any) -> str:
     if parts.query or parts.fragment or url != url.strip():
         raise ValueError(f"backend URL {url!r}: give the server's address and path only (no query, fragment "
                          "or spaces)")
+    path = parts.path.rstrip("/")
+    for wrong in ("/chat/completions", "/models"):
+        if path.endswith(wrong):  # another endpoint of the server: root + /v1/completions was asked, a 404 each time
+            raise ValueError(f"backend URL {url!r} names the server's {wrong.lstrip('/')} endpoint: give the server "
+                             f"itself ({url.rstrip('/')[: -len(wrong)]}); the gateway sends token ids to its "
+                             "/v1/completions (or SGLang's /generate)")
     return url
 
 

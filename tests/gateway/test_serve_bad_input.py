@@ -32,6 +32,9 @@ def serve(capsys, tmp_path, *flags, tokenizer=None, backend="http://127.0.0.1:9"
     ("http://[bad", "cannot be parsed"),
     ("http://127.0.0.1:99999", "cannot be parsed"),
     ("http://127.0.0.1:8001?x=1", "no query"),
+    ("http://127.0.0.1:8001/v1/chat/completions", "names the server's chat/completions endpoint: give the server "
+                                                  "itself (http://127.0.0.1:8001/v1)"),
+    ("http://127.0.0.1:8001/v1/models/", "names the server's models endpoint"),
 ])
 def test_a_backend_url_that_cannot_be_reached_is_refused_at_start(capsys, tmp_path, url, words):
     """Before: the gateway said it was ready and answered every request with a 502."""

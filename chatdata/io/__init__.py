@@ -13,7 +13,7 @@ Example:
     >>> h = chatdata.History.from_chats([[{"role": "user", "content": "hi"}]])
     >>> t = h.to_arrow()
     >>> import datasets; ds = datasets.Dataset(t)
-    >>> chatdata.History.from_arrow(ds.data.table).to_chats()
+    >>> chatdata.History.from_arrow(ds).to_chats()
     [[{'role': 'user', 'content': 'hi'}]]
 """
 from __future__ import annotations

@@ -352,7 +352,11 @@ def _column_of(obj, column: str):
     pa = require_pyarrow()
     data = None if isinstance(obj, (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)) else getattr(obj, "data", None)
     if data is not None and hasattr(data, "table"):  # a datasets.Dataset
-        obj = data.table
+        # its rows: after select/shuffle/filter/sort/train_test_split, ``data.table`` still holds every
+        # row of the source and an index mapping picks them; ``[:]`` in Arrow format applies it (a
+        # zero-copy slice when there is no mapping, one ``take`` of the column when there is)
+        names = getattr(obj, "column_names", None)
+        obj = obj.with_format("arrow", columns=[column])[:] if names and column in names else data.table
     if hasattr(obj, "table") and not isinstance(obj, (pa.Table, pa.RecordBatch)):  # datasets' Table wrappers
         obj = obj.table
     if isinstance(obj, (pa.Table, pa.RecordBatch)):

@@ -120,7 +120,7 @@ def _read_manifest(folder: Path) -> dict:
         raise _format_error(f"{path}: 'shards' must be a list")
     if m.get("kind") is not None and not isinstance(m["kind"], str):
         raise _format_error(f"{path}: 'kind' must be a string (the shards' class, e.g. \"History\"), got {m['kind']!r}")
-    total = 0
+    total, seen = 0, {}
     for i, s in enumerate(shards):
         p = s.get("path") if isinstance(s, dict) else None
         items = s.get("items") if isinstance(s, dict) else None
@@ -132,6 +132,9 @@ def _read_manifest(folder: Path) -> dict:
         parts = Path(p).parts
         if Path(p).is_absolute() or ".." in parts or not parts:
             raise _format_error(f"{path}: shard {i} path {p!r} is not a relative path inside the folder")
+        if seen.setdefault(parts, i) != i:  # "shards/a" and "shards/./a/" are one folder
+            raise _format_error(f"{path}: shards {seen[parts]} and {i} are both {p!r}: readers would return its "
+                                "items twice; remove one of the entries")
     return m
 
 

@@ -30,3 +30,35 @@ def test_a_datasets_dataset_without_the_column_names_its_columns():
     ds = datasets.Dataset.from_dict({"text": ["x"]}).select([0])
     with pytest.raises(ValueError, match=r"no column 'messages' \(columns: \['text'\]\)"):
         History.from_arrow(ds)
+
+
+# -- a tampered manifest ---------------------------------------------------------------------------------
+def corpus(tmp_path, *parts):
+    w = chatdata.open_dataset(tmp_path / "c", mode="a")
+    for texts in parts:
+        w.append(History.from_chats(chats(*texts)))
+    return tmp_path / "c"
+
+
+def edit_manifest(path, edit):
+    m = json.loads((path / "manifest.json").read_text())
+    edit(m)
+    (path / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("alias", ["{}", "./{}", "{}/", "shards//{}"])
+def test_a_shard_named_twice_is_refused_not_read_twice(tmp_path, alias):
+    path = corpus(tmp_path, ["a", "b"], ["c"])
+
+    def twice(m):
+        first = m["shards"][0]["path"]
+        m["shards"].append({"path": alias.format(first) if alias != "shards//{}" else
+                            "shards//" + first.split("/", 1)[1], "items": 2})
+        m["items"] = 5
+    edit_manifest(path, twice)
+    with pytest.raises(chatdata.td.FormatError, match=r"shards 0 and 2 are both .*items twice"):
+        chatdata.open_dataset(path)
+    with pytest.raises(chatdata.td.FormatError, match="twice"):
+        chatdata.open_dataset(path, mode="a")
+    report = chatdata.io.verify_dataset(path)
+    assert not report.ok and any("twice" in p.message for p in report.problems)

@@ -261,7 +261,9 @@ class ShardedDataset(LazyShards):
                 yield s[a:a + size]
 
     def to_arrow(self, column: str = "messages"):
-        """One ``pyarrow.Table`` over all shards (one chunk per shard, zero-copy per shard)."""
+        """One ``pyarrow.Table`` over all shards (one chunk per shard, zero-copy per shard). Shards
+        whose message fields have types one schema cannot hold (str content in one shard, content
+        parts in another) are joined first and written as ``History.to_arrow`` writes them."""
         from .deps import require_pyarrow
 
         pa = require_pyarrow()
@@ -273,7 +275,15 @@ class ShardedDataset(LazyShards):
             from ..history import History
 
             return History.from_chats([]).to_arrow(column)
-        return pa.concat_tables(tables, promote_options="permissive")
+        try:
+            return pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if self.kind not in ("History", None):
+                raise
+            # shards whose message fields have types no one schema holds (str content in one,
+            # content parts in another; an extra field of other types): the History of them all
+            # knows how to write such fields (as JSON text), at the price of reading the values
+            return self[:].to_arrow(column)
 
     def __repr__(self) -> str:
         return f"ShardedDataset({str(self.path)!r}, kind={self.kind!r}, items={len(self)}, shards={self.num_shards})"

@@ -62,3 +62,23 @@ def test_a_shard_named_twice_is_refused_not_read_twice(tmp_path, alias):
         chatdata.open_dataset(path, mode="a")
     report = chatdata.io.verify_dataset(path)
     assert not report.ok and any("twice" in p.message for p in report.problems)
+
+
+# -- shards whose messages have differing schemas ------------------------------------------------------
+PARTS = [[{"role": "user", "content": [{"type": "text", "text": "yo"}]}]]
+TOOLS = [[{"role": "user", "content": "hi"},
+          {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+                                                               "function": {"name": "f", "arguments": {"x": 1}}}]}]]
+EXTRA = [[{"role": "user", "content": "x", "score": 5}], [{"role": "user", "content": "y", "score": "high"}]]
+
+
+@pytest.mark.parametrize("batches", [[TOOLS, PARTS], [PARTS, chats("a")], [EXTRA[:1], EXTRA[1:]], [TOOLS, PARTS, EXTRA]])
+def test_shards_of_incompatible_message_types_give_one_table_that_reads_back(tmp_path, batches):
+    w = chatdata.open_dataset(tmp_path / "c", mode="a")
+    for b in batches:
+        w.append(History.from_chats(b))
+    ds = chatdata.open_dataset(tmp_path / "c")
+    table = ds.to_arrow()
+    expected = [c for b in batches for c in b]
+    assert table.num_rows == len(expected)
+    assert History.from_arrow(table).to_chats() == expected == ds.to_chats()

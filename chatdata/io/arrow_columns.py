@@ -233,6 +233,8 @@ def array_to_tensor(arr) -> torch.Tensor:
         arr = arr.values[arr.offset * size:(arr.offset + len(arr)) * size]
     if arr.null_count:
         raise ValueError(f"a {arr.type} column with nulls cannot become a tensor")
+    if not (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type)):
+        raise TypeError(f"a column of {arr.type} values cannot become a tensor; a tensor holds ints, floats or bools")
     if pa.types.is_boolean(arr.type):
         flat = torch.from_numpy(arr.to_numpy(zero_copy_only=False).astype(np.bool_))
     else:

@@ -55,7 +55,12 @@ def ragged_from_arrow(table):
             offsets = off
         elif not np.array_equal(offsets, off):
             raise ValueError(f"column {name!r} has other row lengths than {table.column_names[0]!r}")
-        cols[name] = array_to_tensor(arr.flatten())
+        if name == "input_ids" and not pa.types.is_integer(arr.type.value_type):
+            raise TypeError(f"column 'input_ids' holds {arr.type.value_type} values; token ids are integers")
+        try:
+            cols[name] = array_to_tensor(arr.flatten())
+        except (TypeError, ValueError) as err:  # lists of strings, of lists, with null values
+            raise type(err)(f"column {name!r}: {err}; expected lists of numbers") from None
     if offsets is None:
         raise ValueError("a token table needs at least one column")
     n = int(offsets[-1])

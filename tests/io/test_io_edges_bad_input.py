@@ -82,3 +82,28 @@ def test_shards_of_incompatible_message_types_give_one_table_that_reads_back(tmp
     expected = [c for b in batches for c in b]
     assert table.num_rows == len(expected)
     assert History.from_arrow(table).to_chats() == expected == ds.to_chats()
+
+
+# -- token tables (what chatdata.ray.write turns into token shards) ----------------------------------------
+@pytest.mark.parametrize("name, column, match", [
+    ("input_ids", pa.array([["a", "b"], ["c"]]), r"column 'input_ids' holds string values; token ids are integers"),
+    ("input_ids", pa.array([[1.5, 2.0], [3.0]]), r"column 'input_ids' holds double values; token ids are integers"),
+    ("assistant_masks", pa.array([["a", "b"], ["c"]]), r"column 'assistant_masks': a column of string values"),
+    ("assistant_masks", pa.array([[[1], [2]], [[3]]]), r"column 'assistant_masks': a column of list<item: int64> values"),
+])
+def test_a_token_table_of_other_values_is_a_type_error_naming_the_column_and_writes_nothing(tmp_path, name, column,
+                                                                                            match):
+    from chatdata.io.shard_writer import write_shard_from_arrow
+
+    table = pa.table({"input_ids": [[1, 2], [3]], name: column}) if name != "input_ids" else pa.table({name: column})
+    with pytest.raises(TypeError, match=match):
+        write_shard_from_arrow(table, tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_null_token_values_are_a_value_error_naming_the_column():
+    from chatdata.io.shard_tables import ragged_from_arrow
+
+    with pytest.raises(ValueError, match=r"column 'assistant_masks': .* with nulls"):
+        ragged_from_arrow(pa.table({"input_ids": [[1, 2]], "assistant_masks": [[True, None]]}))
+

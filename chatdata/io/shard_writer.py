@@ -21,9 +21,10 @@ from .sharded import SHARDS, new_shard_name
 __all__ = ["write_shard_from_arrow"]
 
 
-def write_shard_from_arrow(table, out, column: str = "messages"):
+def write_shard_from_arrow(table, out, column: str = "messages", job: str | None = None):
     """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
-    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched)."""
+    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched). ``job``
+    goes into the shard's name (see :func:`~chatdata.io.sharded.new_shard_name`)."""
     pa = require_pyarrow()
     from ..history import History
 
@@ -35,7 +36,7 @@ def write_shard_from_arrow(table, out, column: str = "messages"):
         obj, kind = ragged_from_arrow(table), "tokens"
     else:
         raise ValueError(f"rows have columns {table.column_names}; expected {column!r} or 'input_ids'")
-    name = f"{SHARDS}/{new_shard_name()}"
+    name = f"{SHARDS}/{new_shard_name(job)}"
     target = Path(out) / name
     target.parent.mkdir(parents=True, exist_ok=True)
     obj.memmap(str(target), copy_existing=True)  # a loaded (memory-mapped) dataset is copied in

@@ -162,9 +162,34 @@ def _empty_manifest(kind: str | None) -> dict:
     return {"format": FORMAT, "version": VERSION, "kind": kind, "items": 0, "shards": []}
 
 
-def new_shard_name() -> str:
-    """A shard folder name no other writer (process, thread or machine) picks: time + random."""
-    return f"shard-{time.time_ns():020d}-{uuid.uuid4().hex}"
+def new_shard_name(job: str | None = None) -> str:
+    """A shard folder name no other writer (process, thread or machine) picks: time + random.
+    ``job`` (hex, no ``-``) goes into the name, so that a job whose workers write shards in
+    parallel can find and remove them all if it fails (:func:`remove_job_shards`)."""
+    return f"shard-{time.time_ns():020d}-{job + '-' if job else ''}{uuid.uuid4().hex}"
+
+
+def remove_job_shards(folder, job: str) -> None:
+    """Remove the shard folders of ``folder/shards/`` that :func:`new_shard_name` named for ``job``
+    (a failed job's shards, which no manifest names)."""
+    shards = Path(folder) / SHARDS
+    if shards.is_dir():
+        for child in shards.glob(f"shard-*-{job}-*"):
+            shutil.rmtree(child, ignore_errors=True)
+
+
+def missing_folders(path) -> list:
+    """``path/shards`` and those of its parents that do not exist yet, innermost first: what a
+    writer about to create ``path/shards`` makes, for :func:`remove_empty` to undo."""
+    return [p for p in (Path(path) / SHARDS, *(Path(path) / SHARDS).parents) if not p.exists()]
+
+
+def remove_empty(folders: list) -> None:
+    """Remove ``folders`` (innermost first) that are empty; a folder something else wrote into stays.
+    A failed first write leaves no ``OUT/shards/`` that the retry would refuse as a foreign folder."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def commit_shards(folder, entries: list[dict], kind: str | None, *, replace: bool = False) -> dict:
@@ -394,7 +419,7 @@ class ShardedWriter:
         self._current_items = 0
         # the folders this writer makes, removed again by abort() when it leaves them empty: a failed
         # import leaves no `OUT/shards/` that the next import would refuse as someone else's folder
-        self._made = [p for p in (self.path / SHARDS, *(self.path / SHARDS).parents) if not p.exists()]
+        self._made = missing_folders(self.path)
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
 
     def _open(self):
@@ -453,7 +478,5 @@ class ShardedWriter:
         for e in self.entries:
             shutil.rmtree(self.path / e["path"], ignore_errors=True)
         self.entries = []
-        for folder in self._made:  # innermost first; a folder something else wrote into stays
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        remove_empty(self._made)
         self._made = []

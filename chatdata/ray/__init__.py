@@ -76,43 +76,53 @@ def _ordered(ds=None):
             c.execution_options.preserve_order = old
 
 
-def _write_batch(batch, out: str, column: str):
+def _write_batch(batch, out: str, column: str, job: str):
     from ..io.shard_writer import write_shard_from_arrow
 
-    return write_shard_from_arrow(batch, out, column)
+    return write_shard_from_arrow(batch, out, column, job)
 
 
 def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", overwrite: bool = False):
     """Write the Ray dataset ``ds`` (message rows, or token rows from :func:`tokenize`) as a
     sharded chatdata dataset at ``path``: workers write shards of at most ``rows_per_shard``
     rows in parallel, then the driver commits them to the manifest at once (in row order).
-    Appends to an existing sharded dataset unless ``overwrite``. Returns the ShardedDataset.
+    Appends to an existing sharded dataset unless ``overwrite``. Returns the ShardedDataset. If a
+    worker fails (a bad row), nothing is committed and the shards the other workers wrote are
+    removed: the folder is as it was, and the same call can be retried.
 
     Example:
         >>> chatdata.ray.write(ds, "corpus/", rows_per_shard=100_000).num_shards   # doctest: +SKIP
         10
     """
     require_ray()
-    from ..io.sharded import ShardedDataset, commit_shards, is_sharded, MANIFEST, SHARDS
+    from ..io.sharded import (ShardedDataset, commit_shards, is_sharded, missing_folders, remove_empty,
+                              remove_job_shards, MANIFEST, SHARDS)
     import shutil
+    import uuid
 
     if rows_per_shard <= 0:
         raise ValueError("rows_per_shard must be > 0")
     out = Path(path).absolute()
     if out.exists() and any(out.iterdir()) and not is_sharded(out):
         raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset")
+    made, job = missing_folders(out), uuid.uuid4().hex[:16]
     (out / SHARDS).mkdir(parents=True, exist_ok=True)
-    with _ordered(ds):
-        written = ds.map_batches(functools.partial(_write_batch, out=str(out), column=column),
-                                 batch_size=rows_per_shard, batch_format="pyarrow", zero_copy_batch=True)
-        rows = written.take_all()
-    entries = [{"path": r["path"], "items": int(r["items"])} for r in rows]
-    kinds = {r["kind"] for r in rows}
-    if len(kinds) > 1:
-        raise ValueError(f"the rows mix {sorted(kinds)}; write messages and tokens to separate datasets")
-    kind = kinds.pop() if kinds else "History"
-    old = ShardedDataset(out).manifest["shards"] if overwrite and (out / MANIFEST).is_file() else []
-    commit_shards(out, entries, kind, replace=overwrite)
+    try:
+        with _ordered(ds):
+            written = ds.map_batches(functools.partial(_write_batch, out=str(out), column=column, job=job),
+                                     batch_size=rows_per_shard, batch_format="pyarrow", zero_copy_batch=True)
+            rows = written.take_all()
+        entries = [{"path": r["path"], "items": int(r["items"])} for r in rows]
+        kinds = {r["kind"] for r in rows}
+        if len(kinds) > 1:
+            raise ValueError(f"the rows mix {sorted(kinds)}; write messages and tokens to separate datasets")
+        kind = kinds.pop() if kinds else "History"
+        old = ShardedDataset(out).manifest["shards"] if overwrite and (out / MANIFEST).is_file() else []
+        commit_shards(out, entries, kind, replace=overwrite)
+    except BaseException:  # a failed worker, mixed kinds, a dataset of the other kind: commit nothing, keep nothing
+        remove_job_shards(out, job)
+        remove_empty(made)
+        raise
     for s in old:  # replaced: no manifest names them any more
         shutil.rmtree(out / s["path"], ignore_errors=True)
     return ShardedDataset(out)

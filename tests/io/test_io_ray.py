@@ -89,3 +89,23 @@ def test_tokenize_matches_apply_chat_template_and_cli(ray_cluster, corpus, tmp_p
     for i in (0, 63, 64, len(CHATS) - 1):
         assert tokens[i]["input_ids"].tolist() == ref[i]["input_ids"].tolist()
         assert tokens[i]["assistant_masks"].tolist() == ref[i]["assistant_masks"].bool().tolist()
+
+
+def test_a_write_that_fails_in_one_worker_leaves_the_folder_as_it_was_and_the_retry_works(ray_cluster, tmp_path):
+    import pyarrow as pa
+
+    good = [[{"role": "user", "content": str(i)}] for i in range(6)]
+    bad = pa.table({"messages": good[:5] + [None]})  # the last batch (rows 4, 5) cannot be read
+    fresh = tmp_path / "fresh"
+    with pytest.raises(Exception, match="messages is null"):
+        cray.write(ray_cluster.data.from_arrow(bad), fresh, rows_per_shard=2)
+    assert not fresh.exists()  # the shards of rows 0..3 are gone, and so is the folder made for them
+    assert cray.write(ray_cluster.data.from_arrow(pa.table({"messages": good})), fresh,
+                      rows_per_shard=2).to_chats() == good  # the retry: no "not a sharded dataset" refusal
+    before = sorted(p.relative_to(fresh) for p in fresh.rglob("*"))
+    for ds in (ray_cluster.data.from_arrow(bad),  # a bad row; tokens into a History dataset:
+               ray_cluster.data.from_arrow(pa.table({"input_ids": [[1, 2], [3]]}))):
+        with pytest.raises(Exception, match="messages is null|cannot add tokens shards"):
+            cray.write(ds, fresh, rows_per_shard=2, overwrite=ds.count() == 6)
+        assert sorted(p.relative_to(fresh) for p in fresh.rglob("*")) == before
+    assert open_dataset(fresh).to_chats() == good

@@ -178,6 +178,22 @@ def remove_job_shards(folder, job: str) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
+def remove_replaced(folder, old: list[dict], new: list[dict]) -> None:
+    """Remove the shard folders of the ``old`` manifest entries that an overwrite replaced by
+    ``new``. Only what a writer makes is removed: a folder ``shards/<name>`` (not a symlink) that
+    ``new`` does not name; an entry of a tampered manifest (``shards`` itself, a path through a
+    symlink out of the dataset) names nothing this deletes, and stays for ``verify`` to list."""
+    root = Path(folder)
+    shards = (root / SHARDS).resolve()
+    keep = {Path(e["path"]).parts for e in new}
+    for s in old:
+        parts = Path(s["path"]).parts
+        p = root.joinpath(*parts)
+        if len(parts) == 2 and parts[0] == SHARDS and parts not in keep and not p.is_symlink() \
+                and p.resolve().parent == shards:
+            shutil.rmtree(p, ignore_errors=True)
+
+
 def missing_folders(path) -> list:
     """``path/shards`` and those of its parents that do not exist yet, innermost first: what a
     writer about to create ``path/shards`` makes, for :func:`remove_empty` to undo."""
@@ -466,8 +482,7 @@ class ShardedWriter:
             raise
         old = _read_manifest(self.path)["shards"] if (self.overwrite and is_sharded(self.path)) else []
         commit_shards(self.path, self.entries, self.kind, replace=self.overwrite)
-        for s in old:  # replaced by --overwrite: no manifest names them any more
-            shutil.rmtree(self.path / s["path"], ignore_errors=True)
+        remove_replaced(self.path, old, self.entries)  # replaced by --overwrite: no manifest names them any more
         return ShardedDataset(self.path)
 
     def abort(self) -> None:

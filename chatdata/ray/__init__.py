@@ -96,8 +96,7 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
     """
     require_ray()
     from ..io.sharded import (ShardedDataset, commit_shards, is_sharded, missing_folders, remove_empty,
-                              remove_job_shards, MANIFEST, SHARDS)
-    import shutil
+                              remove_job_shards, remove_replaced, MANIFEST, SHARDS)
     import uuid
 
     if rows_per_shard <= 0:
@@ -123,8 +122,7 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
         remove_job_shards(out, job)
         remove_empty(made)
         raise
-    for s in old:  # replaced: no manifest names them any more
-        shutil.rmtree(out / s["path"], ignore_errors=True)
+    remove_replaced(out, old, entries)  # replaced: no manifest names them any more
     return ShardedDataset(out)
 
 

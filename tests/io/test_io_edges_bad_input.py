@@ -107,3 +107,40 @@ def test_null_token_values_are_a_value_error_naming_the_column():
     with pytest.raises(ValueError, match=r"column 'assistant_masks': .* with nulls"):
         ragged_from_arrow(pa.table({"input_ids": [[1, 2]], "assistant_masks": [[True, None]]}))
 
+
+
+# -- an overwrite removes the replaced shards, and nothing else ---------------------------------------
+def test_an_overwrite_never_deletes_through_a_tampered_manifest(tmp_path):
+    import os
+
+    import pyarrow.parquet as pq
+
+    from chatdata.io.tables import import_tables
+
+    victim = tmp_path / "victim"  # someone's dataset beside the corpus
+    History.from_chats(chats("precious")).memmap(victim)
+    path = corpus(tmp_path, ["a"])
+    os.symlink(tmp_path, path / "link")
+    edit_manifest(path, lambda m: m["shards"].append({"path": "link/victim", "items": 1}))
+    pq.write_table(pa.table({"messages": chats("new", "newer")}), tmp_path / "n.parquet")
+    import_tables(tmp_path / "n.parquet", path, shard_size=1, overwrite=True)
+    assert load(victim) == chats("precious")
+    assert chatdata.open_dataset(path).to_chats() == chats("new", "newer")
+    assert not [p for p in (path / "shards").iterdir() if p.name not in
+                {s["path"].split("/")[1] for s in chatdata.open_dataset(path).manifest["shards"]}]  # "a" is gone
+
+
+def test_an_overwrite_keeps_the_new_shards_when_the_old_manifest_names_the_shards_folder(tmp_path):
+    import pyarrow.parquet as pq
+
+    from chatdata.io.tables import import_tables
+
+    path = corpus(tmp_path, ["a"])
+    edit_manifest(path, lambda m: m["shards"].append({"path": "shards", "items": 0}))
+    pq.write_table(pa.table({"messages": chats("new")}), tmp_path / "n.parquet")
+    import_tables(tmp_path / "n.parquet", path, shard_size=1, overwrite=True)
+    assert chatdata.open_dataset(path).to_chats() == chats("new")
+
+
+def load(path):
+    return chatdata.load_memmap(path).to_chats()

@@ -295,6 +295,9 @@ class ShardedDataset(LazyShards):
 
     def iter_chunks(self, size: int):
         """Consecutive pieces of at most ``size`` items, never crossing a shard (no copies)."""
+        from .counts import check_count
+
+        size = check_count("size", size)
         for k in range(self.num_shards):
             s = self.shard(k)
             n = _items(s)
@@ -421,10 +424,10 @@ class ShardedWriter:
 
     def __init__(self, path, shard_size: int, *, kind: str = "History", overwrite: bool = False, columns=None,
                  durable: bool = False):
-        if shard_size <= 0:
-            raise ValueError("shard_size must be > 0")
+        from .counts import check_count
+
         self.path = Path(path)
-        self.shard_size = shard_size
+        self.shard_size = check_count("shard_size", shard_size)
         self.kind = kind
         self.overwrite = overwrite
         self.columns = columns

@@ -33,6 +33,7 @@ from pathlib import Path
 from ..td import FormatError
 from ..td.storage import FORMAT_NAME
 from .arrow_check import check_one_column
+from .counts import check_count
 from .deps import require_pyarrow
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
@@ -223,6 +224,9 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
     from .sharded import ShardedWriter
 
     pa = require_pyarrow()
+    chunk_size = check_count("chunk_size", chunk_size)
+    if shard_size is not None:
+        shard_size = check_count("shard_size (None for a plain dataset)", shard_size)
     files = table_files(src)
     out = Path(out)
     check_target(out, overwrite, bool(shard_size))
@@ -351,6 +355,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
 
     from .sharded import open_dataset
 
+    chunk_size = check_count("chunk_size", chunk_size)
     if isinstance(ds, (str, os.PathLike)):
         ds = open_dataset(ds)
     out = Path(out)

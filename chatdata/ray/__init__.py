@@ -26,6 +26,7 @@ import contextlib
 import functools
 from pathlib import Path
 
+from ..io.counts import check_count
 from ..io.deps import require_pyarrow, require_ray
 
 __all__ = ["read", "write", "tokenize"]
@@ -99,8 +100,7 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
                               remove_job_shards, remove_replaced, MANIFEST, SHARDS)
     import uuid
 
-    if rows_per_shard <= 0:
-        raise ValueError("rows_per_shard must be > 0")
+    rows_per_shard = check_count("rows_per_shard", rows_per_shard)
     out = Path(path).absolute()
     if out.exists() and any(out.iterdir()) and not is_sharded(out):
         raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset")
@@ -184,6 +184,7 @@ def tokenize(ds, *, tokenizer=None, chat_template_name: str | None = None, chat_
         dict_keys(['input_ids', 'assistant_masks'])
     """
     require_ray()
+    batch_size = check_count("batch_size", batch_size)
     fn = functools.partial(tokenize_batch, tokenizer=None if tokenizer is None else str(tokenizer),
                            chat_template_name=chat_template_name, chat_template=chat_template, tools=tools,
                            max_length=max_length, column=column)

@@ -144,3 +144,29 @@ def test_an_overwrite_keeps_the_new_shards_when_the_old_manifest_names_the_shard
 
 def load(path):
     return chatdata.load_memmap(path).to_chats()
+
+
+# -- counts -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value, err", [(0, ValueError), (-1, ValueError), (2.5, TypeError), ("3", TypeError),
+                                        (True, TypeError), (None, TypeError)])
+def test_a_chunk_or_shard_size_that_is_not_a_count_is_refused_before_anything_is_written(tmp_path, value, err):
+    import pyarrow.parquet as pq
+
+    from chatdata.io.sharded import ShardedWriter
+    from chatdata.io.tables import export_parquet, import_tables
+
+    pq.write_table(pa.table({"messages": chats("a", "b", "c")}), tmp_path / "n.parquet")
+    path = corpus(tmp_path, ["a", "b", "c"])
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(err, match=r"chunk_size must be an integer >= 1"):
+        export_parquet(path, tmp_path / "e.parquet", chunk_size=value)  # -1 wrote an empty file, said 0
+    with pytest.raises(err, match=r"chunk_size must be an integer >= 1"):
+        import_tables(tmp_path / "n.parquet", tmp_path / "o", chunk_size=value)
+    with pytest.raises(err, match=r"shard_size .*must be an integer >= 1"):
+        ShardedWriter(tmp_path / "w", value)
+    with pytest.raises(err, match=r"size must be an integer >= 1"):
+        next(chatdata.open_dataset(path).iter_chunks(value))
+    if value is not None:
+        with pytest.raises(err, match=r"shard_size \(None for a plain dataset\) must be an integer >= 1"):
+            import_tables(tmp_path / "n.parquet", tmp_path / "o", shard_size=value)
+    assert sorted(tmp_path.rglob("*")) == before

@@ -335,28 +335,42 @@ class ShardedDataset(LazyShards):
     # -- writing ----------------------------------------------------------------------------
     def append(self, obj) -> None:
         """Write ``obj`` (a batch of conversations, or a ragged token set) as a new shard and
-        add it to the manifest atomically; safe with other writers appending at the same time."""
+        add it to the manifest atomically; safe with other writers appending at the same time.
+        ``obj`` may be a sharded dataset (another one, or this one): its shards are copied in as
+        new shards, all added in one update of the manifest."""
         if self.mode != "a":
             raise PermissionError(f"{self.path} was opened with mode={self.mode!r}; open it with mode=\"a\" to append")
         from ..history import History
 
-        if isinstance(obj, History) and obj.ndim == 1:
-            obj = obj.unsqueeze(0)
-        if isinstance(obj, History) and obj.ndim != 2:
-            raise ValueError(f"append takes a batch of conversations (batch (n, -1)) or one conversation, got a History of "
-                             f"batch {tuple(obj.batch_size)}" + (" (one message: unsqueeze(0) makes it a conversation)"
-                                                                 if obj.ndim == 0 else ""))
-        if not callable(getattr(obj, "memmap", None)):
-            raise TypeError(f"append takes a History or a ragged token set, got {type(obj).__name__}"
-                            + (" (History.from_chats(chats) makes one from message dicts)" if isinstance(obj, (list, tuple, dict)) else ""))
-        kind = _kind_of(obj)
-        name = f"{SHARDS}/{new_shard_name()}"
+        if isinstance(obj, LazyShards):  # its shards, as they are (each one checked against its manifest)
+            pieces, kind = [obj.shard(k) for k in range(obj.num_shards)], obj.kind
+        else:
+            if isinstance(obj, History) and obj.ndim == 1:  # one conversation; none: History.from_chats([])
+                if obj.batch_size[0]:
+                    obj = obj.unsqueeze(0)
+                else:
+                    from .stitch import empty_history
+
+                    obj = empty_history()
+            if isinstance(obj, History) and obj.ndim != 2:
+                raise ValueError(f"append takes a batch of conversations (batch (n, -1)) or one conversation, got a "
+                                 f"History of batch {tuple(obj.batch_size)}"
+                                 + (" (one message: unsqueeze(0) makes it a conversation)" if obj.ndim == 0 else ""))
+            if not callable(getattr(obj, "memmap", None)):
+                raise TypeError(f"append takes a History or a ragged token set, got {type(obj).__name__}"
+                                + (" (History.from_chats(chats) makes one from message dicts)"
+                                   if isinstance(obj, (list, tuple, dict)) else ""))
+            pieces, kind = [obj], _kind_of(obj)
         (self.path / SHARDS).mkdir(parents=True, exist_ok=True)
-        obj.memmap(str(self.path / name), copy_existing=True)  # also a loaded dataset
+        names: list[str] = []
         try:
-            commit_shards(self.path, [{"path": name, "items": _items(obj)}], kind)
+            for piece in pieces:
+                names.append(f"{SHARDS}/{new_shard_name()}")
+                piece.memmap(str(self.path / names[-1]), copy_existing=True)  # also a loaded dataset
+            commit_shards(self.path, [{"path": n, "items": _items(p)} for n, p in zip(names, pieces)], kind)
         except BaseException:
-            shutil.rmtree(self.path / name, ignore_errors=True)
+            for name in names:
+                shutil.rmtree(self.path / name, ignore_errors=True)
             raise
         self.refresh()
 

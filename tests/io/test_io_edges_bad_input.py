@@ -170,3 +170,37 @@ def test_a_chunk_or_shard_size_that_is_not_a_count_is_refused_before_anything_is
         with pytest.raises(err, match=r"shard_size \(None for a plain dataset\) must be an integer >= 1"):
             import_tables(tmp_path / "n.parquet", tmp_path / "o", shard_size=value)
     assert sorted(tmp_path.rglob("*")) == before
+
+
+# -- appending a sharded dataset ----------------------------------------------------------------------
+def test_a_sharded_dataset_appends_its_shards_in_one_commit(tmp_path):
+    src = corpus(tmp_path, ["a", "b"], [], ["c"])
+    w = chatdata.open_dataset(tmp_path / "dst", mode="a")
+    w.append(History.from_chats(chats("z")))
+    w.append(chatdata.open_dataset(src))  # was: TypeError LazyShards.memmap() got an unexpected keyword argument
+    assert w.to_chats() == chats("z", "a", "b", "c") and w.num_shards == 4
+    w.append(w)  # itself: the shards it had when the call began
+    assert chatdata.open_dataset(tmp_path / "dst").to_chats() == chats("z", "a", "b", "c") * 2
+
+
+def test_a_sharded_dataset_of_the_other_kind_is_refused_and_leaves_nothing(tmp_path):
+    import torch
+
+    from chatdata.td import RaggedTensorDict, TensorDict
+
+    toks = chatdata.open_dataset(tmp_path / "toks", mode="a")
+    toks.append(RaggedTensorDict(TensorDict({"input_ids": torch.arange(3)}, [3]), torch.tensor([0, 1, 3])))
+    path = corpus(tmp_path, ["a"])
+    before = sorted(path.rglob("*"))
+    with pytest.raises(ValueError, match="cannot add tokens shards to a dataset of History shards"):
+        chatdata.open_dataset(path, mode="a").append(toks)
+    assert sorted(path.rglob("*")) == before
+
+
+def test_appending_history_from_no_chats_adds_no_conversation(tmp_path):
+    w = chatdata.open_dataset(tmp_path / "c", mode="a")
+    w.append(History.from_chats([]))  # batch (0,): was taken for one conversation, and read back as []
+    w.append(History.from_chats(chats("a")))
+    assert len(w) == 1 and chatdata.open_dataset(tmp_path / "c").to_chats() == chats("a")
+    w.append(History.from_chats(chats("b"))[0])  # one conversation (batch (n_messages,)) is still one
+    assert chatdata.open_dataset(tmp_path / "c").to_chats() == chats("a", "b")

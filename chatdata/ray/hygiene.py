@@ -199,7 +199,9 @@ def _count(table):
 
 
 def select(ds, rows) -> "object":
-    """A Ray dataset of the rows ``rows`` (increasing row numbers) of ``ds``, in order.
+    """A Ray dataset of the rows ``rows`` (increasing row numbers, or a bool mask of one value per
+    row) of ``ds``, in order. IndexError for a row past the end or what is not row numbers,
+    ValueError for rows out of order or repeated.
 
     Example:
         >>> chatdata.ray.hygiene.select(ds, [0, 2]).count()   # doctest: +SKIP
@@ -208,11 +210,16 @@ def select(ds, rows) -> "object":
     ray = require_ray()
     from . import _ordered
 
-    rows = np.asarray(rows, dtype=np.int64)
+    from ..io.lazy_history import _as_ids
+
     with _ordered(ds):
         refs = ds.materialize().to_arrow_refs()
     counts = ray.get([ray.remote(_count).remote(r) for r in refs])
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    # a mask was read as rows 0 and 1, floats were truncated, rows past the end were dropped
+    rows = _as_ids(rows, int(starts[-1])).numpy()
+    if len(rows) > 1 and not bool((rows[1:] > rows[:-1]).all()):
+        raise ValueError("select takes increasing row numbers (each once); np.unique(rows) sorts them")
     take_task = ray.remote(_take)
     out = []
     for k, ref in enumerate(refs):

@@ -51,3 +51,20 @@ def test_ray_decontaminate_and_tool_checks_match_local(ray_cluster, data):
     expected = hygiene.check_tool_calls(t, sample_tools())
     assert [p["conversation"] for p in expected] == [4, 9]
     assert rh.check_tool_calls(tds, sample_tools(), batch_size=16) == expected
+
+
+def test_ray_select_refuses_what_is_not_increasing_row_numbers(ray_cluster, data):
+    import chatdata.ray.hygiene as rh
+
+    h, *_ = data
+    ds = _dataset(ray_cluster, h, [(0, 3), (3, 5)])
+    mask = np.zeros(5, dtype=bool)
+    mask[[1, 4]] = True
+    assert [r["messages"] for r in rh.select(ds, mask).take_all()] == \
+        [r["messages"] for r in rh.select(ds, [1, 4]).take_all()]  # a mask was rows 0 and 1 (repeated)
+    with pytest.raises(IndexError, match="index 9 is out of range for a dataset of 5 items"):
+        rh.select(ds, [0, 9])  # was: row 9 dropped without a word
+    with pytest.raises(IndexError, match="ints, slices, or a 1-D list"):
+        rh.select(ds, [0.5, 2.7])  # was: rows 0 and 2
+    with pytest.raises(ValueError, match="increasing row numbers"):
+        rh.select(ds, [3, 1])  # was: rows in block order, not the order asked

@@ -1,4 +1,4 @@
-"""The one check of the counts the io functions take (chunk sizes, shard sizes, rows per shard).
+"""The one check of the counts the io functions take (chunk sizes, shard sizes, rows per shard, lengths).
 
 A count that is not a whole number >= 1 used to fail far from the call (``range() arg 3 must
 not be zero``, ``'<=' not supported between 'str' and 'int'``, a slice of a float), or worse:
@@ -19,15 +19,15 @@ import operator
 __all__ = ["check_count"]
 
 
-def check_count(name: str, value) -> int:
-    """``value`` as an int if it is a whole number >= 1 (numpy / torch integers too); TypeError for
-    what is not an integer (a bool, a float, a str, None), ValueError for one below 1."""
+def check_count(name: str, value, minimum: int = 1) -> int:
+    """``value`` as an int if it is a whole number >= ``minimum`` (numpy / torch integers too);
+    TypeError for what is not an integer (a bool, a float, a str, None), ValueError for one below."""
     try:
         n = operator.index(value) if not isinstance(value, bool) else None
     except TypeError:
         n = None
     if n is None:
-        raise TypeError(f"{name} must be an integer >= 1, got {type(value).__name__} {value!r:.50}")
-    if n < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {n}")
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {type(value).__name__} {value!r:.50}")
+    if n < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {n}")
     return n

@@ -149,6 +149,8 @@ def tokenize_batch(batch, *, tokenizer=None, chat_template_name=None, chat_templ
     from ..history import History
     from ..io.arrow_columns import tensor_buffer, tensor_to_array
 
+    if max_length is not None:
+        max_length = check_count("max_length (None for no limit)", max_length, minimum=0)
     tok = _tokenizer(tokenizer) if tokenizer is None or isinstance(tokenizer, (str, Path)) else tokenizer
     h = History.from_arrow(batch, column)
     out = h.apply_chat_template(tokenizer=tok, chat_template_name=chat_template_name, chat_template=chat_template,
@@ -185,6 +187,8 @@ def tokenize(ds, *, tokenizer=None, chat_template_name: str | None = None, chat_
     """
     require_ray()
     batch_size = check_count("batch_size", batch_size)
+    if max_length is not None:  # checked here too, so that a bad one fails before Ray starts work
+        max_length = check_count("max_length (None for no limit)", max_length, minimum=0)
     fn = functools.partial(tokenize_batch, tokenizer=None if tokenizer is None else str(tokenizer),
                            chat_template_name=chat_template_name, chat_template=chat_template, tools=tools,
                            max_length=max_length, column=column)

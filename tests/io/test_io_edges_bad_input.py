@@ -204,3 +204,13 @@ def test_appending_history_from_no_chats_adds_no_conversation(tmp_path):
     assert len(w) == 1 and chatdata.open_dataset(tmp_path / "c").to_chats() == chats("a")
     w.append(History.from_chats(chats("b"))[0])  # one conversation (batch (n_messages,)) is still one
     assert chatdata.open_dataset(tmp_path / "c").to_chats() == chats("a", "b")
+
+
+@pytest.mark.parametrize("max_length, err", [(-1, ValueError), (2.5, TypeError), ("4", TypeError)])
+def test_tokenize_batch_refuses_a_max_length_that_is_not_a_length(max_length, err):
+    from chatdata.ray import tokenize_batch
+
+    table = History.from_chats([[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]).to_arrow()
+    with pytest.raises(err, match=r"max_length \(None for no limit\) must be an integer >= 0"):
+        tokenize_batch(table, chat_template_name="chatml_format", max_length=max_length)
+    assert tokenize_batch(table, chat_template_name="chatml_format", max_length=0).column(0).to_pylist() == [[]]

@@ -319,33 +319,44 @@ def _td_arrays(td, pa):
 
 def tensordict_from_arrow(table):
     """A TensorDict of batch ``(rows,)`` from a ``pyarrow.Table`` (numbers and fixed-size lists
-    become tensors without a copy, strings NonTensorStacks, structs nested TensorDicts)."""
+    become tensors without a copy, strings NonTensorStacks, structs nested TensorDicts). Two
+    columns (or struct fields) of one name, and nulls where a tensor needs a number (a null
+    struct row too), are errors naming the column."""
     pa = require_pyarrow()
     from ..td import TensorDict
 
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"TensorDict.from_arrow takes a pyarrow Table or RecordBatch, got {type(table).__name__}")
     return _td_from_columns(table.column_names, [table.column(i) for i in range(table.num_columns)],
                             table.num_rows, pa, TensorDict)
 
 
-def _td_from_columns(names, columns, n, pa, TensorDict):
+def _td_from_columns(names, columns, n, pa, TensorDict, where: str = ""):
     out = {}
     for name, col in zip(names, columns):
+        path = f"{where}.{name}" if where else name
+        if name in out:  # a dict keeps the last: the first column would be dropped without a word
+            raise ValueError(f"two columns are named {path!r}; rename or drop one of them")
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         t = col.type
         if pa.types.is_struct(t):
-            out[name] = _td_from_columns([f.name for f in t], [col.field(i) for i in range(t.num_fields)], n, pa,
-                                         TensorDict)
+            # flatten() gives each field the struct's nulls too (field(i) would read a null row's
+            # field as whatever its slot holds, usually 0)
+            out[name] = _td_from_columns([f.name for f in t], col.flatten(), n, pa, TensorDict, path)
             continue
         base = t
         while pa.types.is_fixed_size_list(base):
             base = base.value_type
         if pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base):
             if pa.types.is_unsigned_integer(base) and base.bit_width > 8:
-                raise TypeError(f"column {name!r}: {base} has no torch dtype")
-            out[name] = array_to_tensor(col)
+                raise TypeError(f"column {path!r}: {base} has no torch dtype")
+            try:
+                out[name] = array_to_tensor(col)
+            except ValueError as err:  # nulls
+                raise ValueError(f"column {path!r}: {err}") from None
         else:
             out[name] = nontensor_from_arrow(col)
     return TensorDict(out, [n])

@@ -214,3 +214,28 @@ def test_tokenize_batch_refuses_a_max_length_that_is_not_a_length(max_length, er
     with pytest.raises(err, match=r"max_length \(None for no limit\) must be an integer >= 0"):
         tokenize_batch(table, chat_template_name="chatml_format", max_length=max_length)
     assert tokenize_batch(table, chat_template_name="chatml_format", max_length=0).column(0).to_pylist() == [[]]
+
+
+# -- TensorDict.from_arrow -------------------------------------------------------------------------------
+def test_tensordict_from_arrow_refuses_a_null_struct_row_instead_of_reading_a_zero():
+    from chatdata.td import TensorDict
+
+    with pytest.raises(ValueError, match=r"column 's.a': .* with nulls"):
+        TensorDict.from_arrow(pa.table({"s": pa.array([{"a": 1}, None])}))  # was: s.a == [1, 0]
+    with pytest.raises(ValueError, match=r"column 'x': .* with nulls"):
+        TensorDict.from_arrow(pa.table({"x": [1, None]}))
+    sliced = pa.table({"s": pa.array([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, {"a": 3, "b": "z"}])}).slice(1)
+    td = TensorDict.from_arrow(sliced)
+    assert td["s", "a"].tolist() == [2, 3] and td["s", "b"].tolist() == ["y", "z"]
+
+
+def test_tensordict_from_arrow_refuses_two_columns_of_one_name_and_what_is_not_a_table():
+    from chatdata.td import TensorDict
+
+    with pytest.raises(ValueError, match="two columns are named 'x'"):  # was: the first one dropped
+        TensorDict.from_arrow(pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["x", "x"]))
+    struct = pa.StructArray.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"])
+    with pytest.raises(ValueError, match="two columns are named 's.a'"):
+        TensorDict.from_arrow(pa.table({"s": struct}))
+    with pytest.raises(TypeError, match="takes a pyarrow Table or RecordBatch, got list"):
+        TensorDict.from_arrow([1, 2])

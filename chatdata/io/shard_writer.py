@@ -31,6 +31,11 @@ def write_shard_from_arrow(table, out, column: str = "messages", job: str | None
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if column in table.column_names:
+        others = [c for c in table.column_names if c != column]
+        if others:  # a History shard holds the messages only: the other columns would be dropped unsaid
+            raise ValueError(f"rows have columns {others} besides {column!r}, which a History shard cannot hold; "
+                             f"drop them first (ray: ds.select_columns([{column!r}])) or keep them in a dataset "
+                             "of their own")
         obj, kind = History.from_arrow(table, column), "History"
     elif "input_ids" in table.column_names:
         obj, kind = ragged_from_arrow(table), "tokens"

@@ -84,7 +84,8 @@ def _write_batch(batch, out: str, column: str, job: str):
 
 
 def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", overwrite: bool = False):
-    """Write the Ray dataset ``ds`` (message rows, or token rows from :func:`tokenize`) as a
+    """Write the Ray dataset ``ds`` (rows of the one ``column`` of messages, or token rows from
+    :func:`tokenize`; a message row with other columns is refused, as a shard cannot keep them) as a
     sharded chatdata dataset at ``path``: workers write shards of at most ``rows_per_shard``
     rows in parallel, then the driver commits them to the manifest at once (in row order).
     Appends to an existing sharded dataset unless ``overwrite``. Returns the ShardedDataset. If a

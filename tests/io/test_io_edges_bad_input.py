@@ -101,6 +101,16 @@ def test_a_token_table_of_other_values_is_a_type_error_naming_the_column_and_wri
     assert not any(tmp_path.iterdir())
 
 
+def test_message_rows_with_other_columns_are_refused_not_dropped(tmp_path):
+    from chatdata.io.shard_writer import write_shard_from_arrow
+
+    table = pa.table({"messages": chats("a"), "score": [0.9]})
+    with pytest.raises(ValueError, match=r"columns \['score'\] besides 'messages'.*select_columns"):
+        write_shard_from_arrow(table, tmp_path)  # was: a shard of the messages, the scores gone
+    assert not any(tmp_path.iterdir())
+    write_shard_from_arrow(table.select(["messages"]), tmp_path)
+
+
 def test_null_token_values_are_a_value_error_naming_the_column():
     from chatdata.io.shard_tables import ragged_from_arrow
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .deps import require_pyarrow
 
-__all__ = ["checked_messages", "check_one_column", "NULL_KEYS", "ENCODING_KEY"]
+__all__ = ["checked_messages", "check_one_column", "encoding_clash", "NULL_KEYS", "ENCODING_KEY"]
 
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
@@ -190,3 +190,38 @@ def _not_utf8(arr, fields) -> str:
         except pa.ArrowInvalid:
             return f.name
     return "?"
+
+
+def encoding_clash(schemas: list, column: str = "messages") -> str | None:
+    """Where tables of ``schemas`` disagree on a message field being JSON text (tagged
+    ``chatdata.encoding: json``) or plain text, as ``"field 'content': JSON text in table 1,
+    plain in table 0"``; None when they agree. Joining such tables (``pa.concat_tables``, Ray
+    Data's batches) keeps the first table's tag for all of them, so the others would be misread:
+    ``"hi"`` read as JSON fails, ``"\\"ok\\""`` read as text keeps its quotes. Looks at schemas only.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> tagged = pa.schema([pa.field("messages", pa.large_list(pa.struct([
+        ...     pa.field("role", pa.large_string()),
+        ...     pa.field("content", pa.large_string(), metadata={b"chatdata.encoding": b"json"})])))])
+        >>> plain = pa.schema([pa.field("messages", pa.large_list(pa.struct([
+        ...     pa.field("role", pa.large_string()), pa.field("content", pa.large_string())])))])
+        >>> encoding_clash([plain, tagged])
+        "field 'content': JSON text in table 1, plain in table 0"
+    """
+    seen: dict[str, dict[bool, int]] = {}
+    for i, schema in enumerate(schemas):
+        if column not in schema.names:
+            continue
+        t = schema.field(column).type
+        value = getattr(t, "value_type", None)
+        if value is None or not require_pyarrow().types.is_struct(value):
+            continue
+        for f in value:
+            if _as_text(f.type) is None:
+                continue
+            tagged = (f.metadata or {}).get(ENCODING_KEY) is not None
+            seen.setdefault(f.name, {}).setdefault(tagged, i)
+            if len(seen[f.name]) > 1:
+                return f"field {f.name!r}: JSON text in table {seen[f.name][True]}, plain in table {seen[f.name][False]}"
+    return None

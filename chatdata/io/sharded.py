@@ -319,15 +319,20 @@ class ShardedDataset(LazyShards):
             from ..history import History
 
             return History.from_chats([]).to_arrow(column)
-        try:
+        if self.kind not in ("History", None):
             return pa.concat_tables(tables, promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            if self.kind not in ("History", None):
-                raise
-            # shards whose message fields have types no one schema holds (str content in one,
-            # content parts in another; an extra field of other types): the History of them all
-            # knows how to write such fields (as JSON text), at the price of reading the values
-            return self[:].to_arrow(column)
+        from .arrow_check import encoding_clash
+
+        if encoding_clash([t.schema for t in tables], column) is None:
+            try:
+                return pa.concat_tables(tables, promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass
+        # shards whose message fields have types no one schema holds (str content in one, content
+        # parts in another; an extra field of other types), or text that is JSON in one shard and
+        # plain in another (concat would keep one tag for all): the History of them all writes
+        # such fields one way (as JSON text), at the price of reading the values
+        return self[:].to_arrow(column)
 
     def __repr__(self) -> str:
         return f"ShardedDataset({str(self.path)!r}, kind={self.kind!r}, items={len(self)}, shards={self.num_shards})"

@@ -72,7 +72,11 @@ TOOLS = [[{"role": "user", "content": "hi"},
 EXTRA = [[{"role": "user", "content": "x", "score": 5}], [{"role": "user", "content": "y", "score": "high"}]]
 
 
-@pytest.mark.parametrize("batches", [[TOOLS, PARTS], [PARTS, chats("a")], [EXTRA[:1], EXTRA[1:]], [TOOLS, PARTS, EXTRA]])
+MIXED = [PARTS[0] + [{"role": "assistant", "content": "ok"}]]  # its content is JSON text, tagged in the schema
+
+
+@pytest.mark.parametrize("batches", [[TOOLS, PARTS], [PARTS, chats("a")], [EXTRA[:1], EXTRA[1:]], [TOOLS, PARTS, EXTRA],
+                                     [chats("a"), MIXED], [MIXED, chats('"b"')]])
 def test_shards_of_incompatible_message_types_give_one_table_that_reads_back(tmp_path, batches):
     w = chatdata.open_dataset(tmp_path / "c", mode="a")
     for b in batches:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .deps import require_pyarrow
 
-__all__ = ["checked_messages", "check_one_column", "encoding_clash", "NULL_KEYS", "ENCODING_KEY"]
+__all__ = ["checked_messages", "check_one_column", "encoding_clash", "json_fields", "NULL_KEYS", "ENCODING_KEY"]
 
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
@@ -211,17 +211,23 @@ def encoding_clash(schemas: list, column: str = "messages") -> str | None:
     """
     seen: dict[str, dict[bool, int]] = {}
     for i, schema in enumerate(schemas):
-        if column not in schema.names:
-            continue
-        t = schema.field(column).type
-        value = getattr(t, "value_type", None)
-        if value is None or not require_pyarrow().types.is_struct(value):
-            continue
-        for f in value:
-            if _as_text(f.type) is None:
-                continue
-            tagged = (f.metadata or {}).get(ENCODING_KEY) is not None
-            seen.setdefault(f.name, {}).setdefault(tagged, i)
-            if len(seen[f.name]) > 1:
-                return f"field {f.name!r}: JSON text in table {seen[f.name][True]}, plain in table {seen[f.name][False]}"
+        for name, tagged in _text_fields(schema, column).items():
+            seen.setdefault(name, {}).setdefault(tagged, i)
+            if len(seen[name]) > 1:
+                return f"field {name!r}: JSON text in table {seen[name][True]}, plain in table {seen[name][False]}"
     return None
+
+
+def json_fields(schemas: list, column: str = "messages") -> set:
+    """The names of the message fields that are JSON text (tagged) in any of ``schemas``."""
+    return {name for schema in schemas for name, tagged in _text_fields(schema, column).items() if tagged}
+
+
+def _text_fields(schema, column: str) -> dict:
+    """``{name: tagged as JSON}`` of the text fields of the messages of ``schema``'s ``column``."""
+    if column not in schema.names:
+        return {}
+    value = getattr(schema.field(column).type, "value_type", None)
+    if value is None or not require_pyarrow().types.is_struct(value):
+        return {}
+    return {f.name: (f.metadata or {}).get(ENCODING_KEY) is not None for f in value if _as_text(f.type) is not None}

@@ -31,7 +31,7 @@ from .arrow_columns import tensor_buffer
 from .deps import require_pyarrow
 
 __all__ = ["packed_json", "json_array", "json_array_of", "json_text_array", "null_rows", "valid_bits",
-           "exact_type"]
+           "exact_type", "as_json_text"]
 
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
 
@@ -233,3 +233,38 @@ def json_array_of(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray, json
     index = np.zeros(len(nulls), dtype=np.int64)
     index[keep] = np.arange(len(keep))
     return parsed.take(pa.array(index, mask=nulls))
+
+
+def as_json_text(table, column: str, names):
+    """``table`` with the plain-text message fields ``names`` of ``column`` turned into JSON text
+    (each string a JSON string, tagged ``chatdata.encoding: json``), so that it joins tables
+    where those fields are JSON text (:func:`~chatdata.io.arrow_check.encoding_clash`) without
+    being misread. Fields already tagged, or not text, are kept. Costs a ``json.dumps`` per value
+    of those fields: it is the fallback for such mixed datasets only.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> t = as_json_text(pa.table({"messages": [[{"role": "user", "content": "hi"}]]}), "messages", {"content"})
+        >>> t.column(0).to_pylist()
+        [[{'role': 'user', 'content': '"hi"'}]]
+    """
+    import json
+
+    pa = require_pyarrow()
+    from .arrow_check import ENCODING_KEY
+
+    col = table.column(column).combine_chunks()
+    values = col.values
+    fields, children = [], []
+    for i, f in enumerate(values.type):
+        child = values.field(i)
+        text = pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        if f.name in names and text and (f.metadata or {}).get(ENCODING_KEY) is None:
+            child = pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in child.to_pylist()],
+                             pa.large_string())
+            f = pa.field(f.name, pa.large_string(), f.nullable, {**(f.metadata or {}), ENCODING_KEY: b"json"})
+        fields.append(f)
+        children.append(child)
+    struct = pa.StructArray.from_arrays(children, fields=fields, mask=values.is_null() if values.null_count else None)
+    lists = type(col).from_arrays(col.offsets, struct, mask=col.is_null() if col.null_count else None)
+    return table.set_column(table.schema.get_field_index(column), column, lists)

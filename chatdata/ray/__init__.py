@@ -32,15 +32,25 @@ from ..io.deps import require_pyarrow, require_ray
 __all__ = ["read", "write", "tokenize"]
 
 
-def _load_table(path: str, column: str):
+def _load_table(path: str, column: str, as_json=()):
     from ..io.shard_tables import shard_to_arrow
 
-    return shard_to_arrow(path, column)
+    table = shard_to_arrow(path, column)
+    if as_json:
+        from ..io.arrow_json import as_json_text
+
+        table = as_json_text(table, column, set(as_json))
+    return table
+
+
+def _schema(table):
+    return table.schema
 
 
 def read(path, *, column: str = "messages"):
     """A ``ray.data.Dataset`` over a plain or sharded chatdata dataset, one block per shard;
     History rows are ``{column: [message, ...]}``, token rows ``{"input_ids", "assistant_masks"}``.
+    A text field that is JSON in some shards and plain in others is JSON text in every block.
 
     Example:
         >>> chatdata.ray.read("corpus/").count()   # doctest: +SKIP
@@ -57,7 +67,18 @@ def read(path, *, column: str = "messages"):
 
         return ray.data.from_arrow(History.from_chats([]).to_arrow(column))
     load = ray.remote(_load_table)
-    return ray.data.from_arrow_refs([load.remote(p, column) for p in paths])
+    refs = [load.remote(p, column) for p in paths]
+    if len(refs) > 1 and getattr(obj, "kind", "History") in ("History", None):
+        from ..io.arrow_check import encoding_clash, json_fields
+
+        # Ray joins blocks into batches under the first block's schema: a field that is JSON text in
+        # one shard (content parts mixed with str) and plain in another would be misread in the
+        # batch. Such shards are loaded again with the field as JSON text in every block.
+        schemas = ray.get([ray.remote(_schema).remote(r) for r in refs])
+        if encoding_clash(schemas, column) is not None:
+            names = sorted(json_fields(schemas, column))
+            refs = [load.remote(p, column, names) for p in paths]
+    return ray.data.from_arrow_refs(refs)
 
 
 @contextlib.contextmanager

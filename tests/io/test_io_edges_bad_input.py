@@ -253,3 +253,21 @@ def test_tensordict_from_arrow_refuses_two_columns_of_one_name_and_what_is_not_a
         TensorDict.from_arrow(pa.table({"s": struct}))
     with pytest.raises(TypeError, match="takes a pyarrow Table or RecordBatch, got list"):
         TensorDict.from_arrow([1, 2])
+
+
+def test_as_json_text_keeps_rows_nulls_and_slices():
+    from chatdata.io.arrow_check import encoding_clash
+    from chatdata.io.arrow_json import as_json_text
+
+    rows = [[{"role": "user", "content": "a"}], None, [{"role": "assistant", "content": None}, {"role": "user",
+                                                                                                 "content": 'x"\n\\'}]]
+    table = pa.concat_tables([pa.table({"messages": rows[:1]}), pa.table({"messages": rows[1:]})]).slice(0)
+    out = as_json_text(table, "messages", {"content"})
+    assert encoding_clash([out.schema, History.from_chats(MIXED).to_arrow().schema]) is None
+    assert encoding_clash([table.schema, History.from_chats(MIXED).to_arrow().schema]) == \
+        "field 'content': JSON text in table 1, plain in table 0"
+    back = out.column(0).to_pylist()
+    assert back[1] is None and back[2][0]["content"] is None
+    assert json.loads(back[2][1]["content"]) == 'x"\n\\'
+    sliced = as_json_text(pa.table({"messages": chats("a", 'x"\n\\')}).slice(1), "messages", {"content"})
+    assert History.from_arrow(sliced).to_chats() == chats('x"\n\\')

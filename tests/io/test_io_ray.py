@@ -109,3 +109,14 @@ def test_a_write_that_fails_in_one_worker_leaves_the_folder_as_it_was_and_the_re
             cray.write(ds, fresh, rows_per_shard=2, overwrite=ds.count() == 6)
         assert sorted(p.relative_to(fresh) for p in fresh.rglob("*")) == before
     assert open_dataset(fresh).to_chats() == good
+
+
+def test_shards_with_content_as_json_in_one_and_text_in_another_are_read_as_they_are(ray_cluster, tmp_path):
+    plain = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": '"quoted"'}]]
+    mixed = [[{"role": "user", "content": [{"type": "text", "text": "yo"}]}, {"role": "assistant", "content": "ok"}]]
+    src = open_dataset(tmp_path / "src", mode="a")
+    for chats in (plain, mixed, plain):
+        src.append(History.from_chats(chats))
+    # Ray joins the blocks into one batch: the mixed shard's content was read as plain text ('"ok"')
+    out = cray.write(cray.read(tmp_path / "src"), tmp_path / "copy", rows_per_shard=10)
+    assert out.to_chats() == plain + mixed + plain

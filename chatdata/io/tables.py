@@ -32,7 +32,8 @@ from pathlib import Path
 
 from ..td import FormatError
 from ..td.storage import FORMAT_NAME
-from .arrow_check import check_one_column
+from .arrow_check import check_one_column, encoding_clash, json_fields
+from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
 
@@ -366,12 +367,17 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     schemas = []
     for chunk in _chunks(ds, chunk_size):
         s = chunk.to_arrow(column).schema
-        if not schemas or s != schemas[-1]:
+        if not schemas or not s.equals(schemas[-1], check_metadata=True):  # == ignores the JSON tags
             schemas.append(s)
     if not schemas:
         from ..history import History
 
         schemas.append(History.from_chats([]).to_arrow(column).schema)
+    # a text field that is JSON in some chunks (content parts mixed with str) and plain in others:
+    # one schema would keep one tag for both, misreading the other chunks; write it as JSON text in all
+    as_json = json_fields(schemas, column) if encoding_clash(schemas, column) else set()
+    if as_json:
+        schemas = [as_json_text(s.empty_table(), column, as_json).schema for s in schemas]
     try:
         schema = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
@@ -384,6 +390,8 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
         with pq.ParquetWriter(str(tmp), schema, compression=compression) as w:
             for chunk in _chunks(ds, chunk_size):
                 t = chunk.to_arrow(column)
+                if as_json:
+                    t = as_json_text(t, column, as_json)
                 _check_strings(t, column, n)
                 if t.schema != schema:
                     t = t.cast(schema)

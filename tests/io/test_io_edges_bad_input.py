@@ -271,3 +271,23 @@ def test_as_json_text_keeps_rows_nulls_and_slices():
     assert json.loads(back[2][1]["content"]) == 'x"\n\\'
     sliced = as_json_text(pa.table({"messages": chats("a", 'x"\n\\')}).slice(1), "messages", {"content"})
     assert History.from_arrow(sliced).to_chats() == chats('x"\n\\')
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+@pytest.mark.parametrize("first", ["plain", "mixed"])
+def test_export_parquet_of_chunks_with_json_and_plain_content_reads_back_exactly(tmp_path, sharded, first):
+    import pyarrow.parquet as pq
+
+    from chatdata.io.tables import export_parquet
+
+    plain = chats("hi", '"quoted"')
+    parts = [plain, MIXED] if first == "plain" else [MIXED, plain]
+    if sharded:
+        w = chatdata.open_dataset(tmp_path / "ds", mode="a")
+        for p in parts:
+            w.append(History.from_chats(p))
+    else:
+        History.from_chats(parts[0] + parts[1]).memmap(tmp_path / "ds")
+    # chunks of 1: the plain and the JSON chunks (was: '"ok"' for 'ok', or a refusal to read the file back)
+    assert export_parquet(tmp_path / "ds", tmp_path / "e.parquet", chunk_size=1) == 3
+    assert History.from_arrow(pq.read_table(tmp_path / "e.parquet")).to_chats() == parts[0] + parts[1]

@@ -43,8 +43,9 @@ def _load_table(path: str, column: str, as_json=()):
     return table
 
 
-def _schema(table):
-    return table.schema
+def _load_table_and_schema(path: str, column: str):
+    table = _load_table(path, column)
+    return table, table.schema  # two objects: the driver fetches only the small one
 
 
 def read(path, *, column: str = "messages"):
@@ -66,18 +67,20 @@ def read(path, *, column: str = "messages"):
         from ..history import History
 
         return ray.data.from_arrow(History.from_chats([]).to_arrow(column))
-    load = ray.remote(_load_table)
-    refs = [load.remote(p, column) for p in paths]
-    if len(refs) > 1 and getattr(obj, "kind", "History") in ("History", None):
-        from ..io.arrow_check import encoding_clash, json_fields
+    if len(paths) < 2 or getattr(obj, "kind", "History") not in ("History", None):
+        load = ray.remote(_load_table)
+        return ray.data.from_arrow_refs([load.remote(p, column) for p in paths])
+    from ..io.arrow_check import encoding_clash, json_fields
 
-        # Ray joins blocks into batches under the first block's schema: a field that is JSON text in
-        # one shard (content parts mixed with str) and plain in another would be misread in the
-        # batch. Such shards are loaded again with the field as JSON text in every block.
-        schemas = ray.get([ray.remote(_schema).remote(r) for r in refs])
-        if encoding_clash(schemas, column) is not None:
-            names = sorted(json_fields(schemas, column))
-            refs = [load.remote(p, column, names) for p in paths]
+    # Ray joins blocks into batches under the first block's schema: a field that is JSON text in one
+    # shard (content parts mixed with str) and plain in another would be misread in the batch. Such
+    # shards are loaded again with the field as JSON text in every block.
+    both = [ray.remote(num_returns=2)(_load_table_and_schema).remote(p, column) for p in paths]
+    refs = [table for table, _ in both]
+    schemas = ray.get([schema for _, schema in both])
+    if encoding_clash(schemas, column) is not None:
+        names = sorted(json_fields(schemas, column))
+        refs = [ray.remote(_load_table).remote(p, column, names) for p in paths]
     return ray.data.from_arrow_refs(refs)
 
 

@@ -410,6 +410,11 @@ def open_dataset(path, mode: str = "r"):
             raise ValueError(f"{p} is a file, not a dataset folder")
         if not (p / MANIFEST).is_file():
             _refuse_foreign(p)  # before creating anything in someone else's folder
+            from .saved import saved_ancestor
+
+            inside = saved_ancestor(p)
+            if inside is not None:  # its save would then refuse to replace it (files not its own)
+                raise ValueError(f"{p} is inside the saved dataset {inside}; create the sharded dataset elsewhere")
             p.mkdir(parents=True, exist_ok=True)
             with _locked(p):  # writers creating the dataset at once: one writes the manifest
                 if not (p / MANIFEST).is_file():

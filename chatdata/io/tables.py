@@ -31,11 +31,11 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
-from ..td.storage import FORMAT_NAME
 from .arrow_check import check_one_column, encoding_clash, json_fields
 from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
+from .saved import saved_collection
 
 __all__ = ["TABLE_SUFFIXES", "is_table_source", "table_files", "iter_batches", "import_tables", "export_parquet",
            "TableImportStats"]
@@ -47,22 +47,10 @@ MAX_REPORTED = 20
 def _is_table_file(p: Path, saved: bool | None = None) -> bool:
     # a file of a saved chatdata dataset (e.g. a History's typed copy, *.typed.arrow) is not a
     # table; a Parquet file beside some other meta.json (a Hub repository's) is. ``saved``:
-    # _saved_collection(p.parent), when the caller knows it
+    # saved_collection(p.parent), when the caller knows it
     if p.suffix.lower() not in TABLE_SUFFIXES or p.name.startswith("."):
         return False
-    return not (_saved_collection(p.parent) if saved is None else saved)
-
-
-def _saved_collection(folder: Path) -> bool:
-    """Whether ``folder`` is a folder chatdata saved (its meta.json names chatdata's format)."""
-    meta = folder / "meta.json"
-    if not meta.is_file():
-        return False
-    try:
-        doc = json.loads(meta.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
+    return not (saved_collection(p.parent) if saved is None else saved)
 
 
 def _visible_files(folder: Path) -> list[Path]:
@@ -107,7 +95,7 @@ def table_files(src) -> list[Path]:
                 raise ValueError(f"{state}: data file {f.name} is missing")
         return files
     visible = _visible_files(p)
-    saved = {d: _saved_collection(d) for d in {f.parent for f in visible}}  # each meta.json read once
+    saved = {d: saved_collection(d) for d in {f.parent for f in visible}}  # each meta.json read once
     files = [f for f in visible if _is_table_file(f, saved[f.parent])]
     if not files:
         raise ValueError(f"{src}: a folder without .parquet or .arrow files")

@@ -291,3 +291,16 @@ def test_export_parquet_of_chunks_with_json_and_plain_content_reads_back_exactly
     # chunks of 1: the plain and the JSON chunks (was: '"ok"' for 'ok', or a refusal to read the file back)
     assert export_parquet(tmp_path / "ds", tmp_path / "e.parquet", chunk_size=1) == 3
     assert History.from_arrow(pq.read_table(tmp_path / "e.parquet")).to_chats() == parts[0] + parts[1]
+
+
+def test_a_sharded_dataset_is_not_created_inside_a_saved_one(tmp_path):
+    History.from_chats(chats("a")).memmap(tmp_path / "plain")
+    for where in (tmp_path / "plain" / "sub", tmp_path / "plain" / "a" / "b"):
+        with pytest.raises(ValueError, match=r"is inside the saved dataset .*plain; create the sharded dataset elsewhere"):
+            chatdata.open_dataset(where, mode="a")
+    assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == sorted(
+        p.name for p in (tmp_path / "plain").iterdir() if p.name != "sub")  # nothing made in it
+    History.from_chats(chats("c")).memmap(tmp_path / "plain")  # its save still replaces it
+    assert chatdata.load_memmap(tmp_path / "plain").to_chats() == chats("c")
+    companion = chatdata.open_dataset(corpus(tmp_path, ["x"]) / "tokens", mode="a")  # beside a sharded one: fine
+    assert len(companion) == 0

@@ -336,6 +336,8 @@ def history_to_arrow(h, column: str = "messages", json: str = "typed"):
     pa = require_pyarrow()
     if json not in ("typed", "text"):
         raise ValueError(f"json must be 'typed' or 'text', got {json!r}")
+    if not isinstance(column, str) or not column:
+        raise TypeError(f"column must be a non-empty str (the table's column name), got {column!r}")
     h = _as_batch(h)
     offsets = h.conversation_offsets().contiguous()
     ends = offsets.numpy()  # a view: reading two ints from numpy costs less than from torch

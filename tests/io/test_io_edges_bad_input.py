@@ -303,3 +303,10 @@ def test_a_sharded_dataset_is_not_created_inside_a_saved_one(tmp_path):
     assert chatdata.load_memmap(tmp_path / "plain").to_chats() == chats("c")
     companion = chatdata.open_dataset(corpus(tmp_path, ["x"]) / "tokens", mode="a")  # beside a sharded one: fine
     assert len(companion) == 0
+
+
+@pytest.mark.parametrize("column", [5, None, ""])
+def test_to_arrow_column_must_be_a_name(column):
+    # was pyarrow's bare 'expected bytes, int found'
+    with pytest.raises(TypeError, match="column must be a non-empty str"):
+        History.from_chats([[{"role": "user", "content": "hi"}]]).to_arrow(column=column)

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["token_weights", "weights_from_ranges", "piece_weight"]
+__all__ = ["token_weights", "weights_from_ranges", "piece_weight", "check_span_weights"]
 
 
 def _check(spans: Sequence[Sequence], span_weights: Sequence[Sequence[float]]) -> None:
@@ -29,6 +29,40 @@ def _check(spans: Sequence[Sequence], span_weights: Sequence[Sequence[float]]) -
     for i, (sp, ws) in enumerate(zip(spans, span_weights)):
         if len(sp) != len(ws):
             raise ValueError(f"text {i}: {len(ws)} span weights for {len(sp)} spans")
+
+
+def check_span_weights(spans: Sequence[Sequence], span_weights: Sequence[Sequence[float]]) -> None:
+    """One weight per span, each a finite number >= 0 (the weights are compared in bulk);
+    ValueError/TypeError naming the text and span otherwise. A NaN or negative weight would
+    reach the loss (NaN) or leave a masked token with weight 0.
+
+    Example:
+        >>> check_span_weights([[(0, 2)]], [[-1.0]])
+        Traceback (most recent call last):
+        ...
+        ValueError: text 0, span 0: a span weight must be a finite number >= 0, got -1.0
+    """
+    _check(spans, span_weights)
+    flat = [w for ws in span_weights for w in ws]
+    if not flat:
+        return
+    try:
+        t = torch.tensor(flat, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        k = next((k for k, w in enumerate(flat) if isinstance(w, (str, bytes)) or not hasattr(w, "__float__")), 0)
+        raise TypeError(f"{_where(span_weights, k)}: a span weight must be a number >= 0, got {flat[k]!r:.40}") from None
+    bad = ~torch.isfinite(t) | (t < 0)
+    if bool(bad.any()):
+        k = int(bad.nonzero()[0])
+        raise ValueError(f"{_where(span_weights, k)}: a span weight must be a finite number >= 0, got {flat[k]!r:.40}")
+
+
+def _where(span_weights, k: int) -> str:
+    for i, ws in enumerate(span_weights):
+        if k < len(ws):
+            return f"text {i}, span {k}"
+        k -= len(ws)
+    return "a span"  # pragma: no cover
 
 
 def token_weights(mask_of: Callable[[Sequence[Sequence[tuple[int, int]]]], list[torch.Tensor]],

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .token_weights import piece_weight, token_weights, weights_from_ranges
+from .token_weights import check_span_weights, piece_weight, token_weights, weights_from_ranges
 from .splice import spliced_ids_and_masks
 
 
@@ -60,6 +60,51 @@ def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[t
     start, end = off[:, 0], torch.maximum(off[:, 1], off[:, 0] + 1).clamp(max=total)
     mask = ((covered[end] - covered[start.clamp(max=total)]) > 0).to(torch.int64)
     return list(torch.split(mask, counts))
+
+
+def check_spans(texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> None:
+    """ValueError/TypeError unless ``spans`` holds, per text, ``(start, end)`` int pairs with
+    ``0 <= start <= end <= len(text)``. One flat pass; the bounds are compared in bulk.
+
+    Example:
+        >>> check_spans(["hello"], [[(3, 9)]])
+        Traceback (most recent call last):
+        ...
+        ValueError: text 0: span (3, 9) must have 0 <= start <= end <= 5 (the text's length)
+    """
+    if len(spans) != len(texts):
+        raise ValueError(f"spans needs one list of (start, end) pairs per text: got {len(spans)} for {len(texts)} texts")
+    try:  # array('q') refuses floats and strings; unpacking refuses anything but pairs
+        flat = array("q", [v for sp in spans for s, e in sp for v in (s, e)])
+        counts = array("q", [len(sp) for sp in spans])
+    except (TypeError, ValueError, OverflowError):
+        flat = None
+    if flat is None or any(isinstance(sp, (str, bytes)) for sp in spans):
+        i, what = _first_bad_span(spans)
+        raise TypeError(f"text {i}: spans must be (start, end) pairs of int character positions, got {what!r:.80}")
+    if not flat:
+        return
+    se = torch.frombuffer(flat, dtype=torch.int64).view(-1, 2)
+    lens = torch.repeat_interleave(_int64([len(x) for x in texts]), torch.frombuffer(counts, dtype=torch.int64),
+                                   output_size=len(se))
+    bad = (se[:, 0] < 0) | (se[:, 0] > se[:, 1]) | (se[:, 1] > lens)
+    if bool(bad.any()):
+        k = int(bad.nonzero()[0])
+        i = int(torch.searchsorted(torch.cumsum(torch.frombuffer(counts, dtype=torch.int64), 0), k, right=True))
+        raise ValueError(f"text {i}: span {tuple(se[k].tolist())} must have 0 <= start <= end <= {int(lens[k])} "
+                         "(the text's length)")
+
+
+def _first_bad_span(spans) -> tuple[int, Any]:
+    """(text number, the first span or span list) that is not a list of int pairs."""
+    for i, sp in enumerate(spans):
+        if isinstance(sp, (str, bytes)) or not hasattr(sp, "__iter__"):
+            return i, sp
+        for x in sp:
+            if isinstance(x, (str, bytes)) or not hasattr(x, "__len__") or len(x) != 2 or not all(
+                    hasattr(v, "__index__") and not isinstance(v, bool) for v in x):
+                return i, x
+    return 0, spans  # pragma: no cover
 
 
 def _encode_fast(tokenizer: Any, texts: list[str], truncation: bool, max_length: int | None):
@@ -212,12 +257,17 @@ def tokenize_chats(
         >>> tok.decode(out["input_ids"][0][out["assistant_masks"][0].bool()])
         'hello<|im_end|>'
     """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be a list of strings (one per chat), got a single str; wrap it: [text]")
     texts = list(texts)
     if any(not isinstance(t, str) for t in texts):
         raise TypeError("texts must be strings")
     if return_assistant_tokens_mask:
         if spans is None or len(spans) != len(texts):
             raise ValueError("return_assistant_tokens_mask=True needs one list of spans per text")
+        check_spans(texts, spans)
+        if span_weights is not None:
+            check_span_weights(spans, span_weights)
     elif span_weights is not None:
         raise ValueError("span_weights weigh the trained spans: pass return_assistant_tokens_mask=True too")
     if max_length is not None and (isinstance(max_length, bool) or not hasattr(max_length, "__index__") or max_length < 0):

@@ -169,25 +169,30 @@ class Composite:
                 f"Composite entries must be specs (Unbounded, Bounded, Categorical, Binary, "
                 f"NonTensor or Composite) or dicts of specs; got {type(spec).__name__} for key {key!r}"
             )
-        node = self
-        for part in k[:-1]:
+        node, depth = self, 0
+        for part in k[:-1]:  # walk the existing sub-Composites; create none until the spec is accepted
             nxt = node._specs.get(part)
             if nxt is None:
-                nxt = Composite(shape=node.shape, device=node._device)
-                node._specs[part] = nxt
-            elif not isinstance(nxt, Composite):
+                break
+            if not isinstance(nxt, Composite):
                 raise KeyError(f"cannot set {key!r}: {part!r} is a {type(nxt).__name__}, not a Composite")
-            node = nxt
+            node, depth = nxt, depth + 1
+        node._check_entry(k[-1], spec)  # new sub-Composites take node's shape: the same check
+        for part in k[depth:-1]:
+            node._specs[part] = node = Composite(shape=node.shape, device=node._device)
         node._set_str(k[-1], spec)
         return self
 
-    def _set_str(self, key: str, spec) -> None:
+    def _check_entry(self, key: str, spec) -> None:
         n = len(self.shape)
         if tuple(spec.shape[:n]) != tuple(self.shape):
             raise ValueError(
                 f"the spec for {key!r} has shape {tuple(spec.shape)}, which does not start with the "
                 f"Composite's shape {tuple(self.shape)}"
             )
+
+    def _set_str(self, key: str, spec) -> None:
+        self._check_entry(key, spec)
         if self._device is not None and spec.device != self._device:
             spec = spec.to(self._device)
         self._specs[key] = spec

@@ -33,7 +33,7 @@ def _as_dtype(dtype, default: torch.dtype) -> torch.dtype:
     if isinstance(dtype, str):
         cand = getattr(torch, dtype.replace("torch.", ""), None)
         if isinstance(cand, torch.dtype):
-            return cand
+            dtype = cand
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype (or its name), got {dtype!r}")
     if dtype.is_complex:
@@ -47,6 +47,23 @@ def _split_device_dtype(device, dtype):
         if isinstance(device, torch.dtype) or isinstance(getattr(torch, device.replace("torch.", ""), None), torch.dtype):
             return dtype, device
     return device, dtype
+
+
+def _as_numbers(value, what: str) -> torch.Tensor:
+    """``value`` (a number, nested lists of numbers, an array or a tensor) as a real tensor;
+    TypeError naming ``what`` for strings, None, complex numbers and other objects."""
+    try:
+        try:
+            t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        except (RuntimeError, ValueError, OverflowError):  # an int beyond int64 (2**70): as a float it is a fine bound
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise
+            t = torch.tensor(float(value), dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise TypeError(f"{what} must be a real number, a nested list of them or a tensor, got {value!r:.60} ({err})") from None
+    if t.is_complex():
+        raise TypeError(f"{what} must hold real numbers, got the complex {t.dtype}")
+    return t
 
 
 def _dtype_range(dtype: torch.dtype):
@@ -133,8 +150,7 @@ class _TensorLeaf(TensorSpec):
     def project(self, value) -> torch.Tensor:
         """``value`` brought into the spec: cast to its dtype and device, clamped into its bounds
         (integers rounded, NaN mapped to the nearest value to 0). The shape must already fit."""
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(value)
+        value = _as_numbers(value, "the value to project")
         reason = shape_mismatch(value.shape, self.shape)
         if reason is not None:
             raise ValueError(f"cannot project onto the {type(self).__name__} spec: {reason}")
@@ -219,8 +235,7 @@ class Unbounded(_TensorLeaf):
 
     def project(self, value) -> torch.Tensor:
         """``value`` cast to the spec's dtype and device (integers rounded and saturated)."""
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(value)
+        value = _as_numbers(value, "the value to project")
         if self.dtype.is_floating_point:
             reason = shape_mismatch(value.shape, self.shape)
             if reason is not None:
@@ -282,9 +297,9 @@ class Bounded(_TensorLeaf):
         self.dtype = _as_dtype(dtype, self._default_dtype or torch.get_default_dtype())
         self.device = as_device(device) or torch.device("cpu")
         self.domain = "continuous" if self.dtype.is_floating_point else "discrete"
-        low_t, high_t = torch.as_tensor(low).to(self.device), torch.as_tensor(high).to(self.device)
+        low_t, high_t = _as_numbers(low, "low").to(self.device), _as_numbers(high, "high").to(self.device)
         for name, t in (("low", low_t), ("high", high_t)):
-            if t.is_complex() or (t.is_floating_point() and bool(torch.isnan(t).any())):
+            if t.is_floating_point() and bool(torch.isnan(t).any()):
                 raise ValueError(f"{name} must hold real numbers, not NaN: got {t}")
         if shape is None:
             try:
@@ -379,6 +394,12 @@ class Categorical(_TensorLeaf):
         self.dtype = _as_dtype(dtype, torch.int64)
         if not self.dtype.is_floating_point and n - 1 > _dtype_range(self.dtype)[1]:
             raise ValueError(f"{type(self).__name__}: n={n} categories do not fit in {self.dtype}")
+        if self.dtype.is_floating_point and n - 1 > 2 / torch.finfo(self.dtype).eps:
+            # past 2**mantissa bits a float cannot hold every integer: rand() would round to n
+            raise ValueError(
+                f"{type(self).__name__}: n={n} categories are not all exact in {self.dtype} (whole numbers "
+                f"are exact only up to {int(2 / torch.finfo(self.dtype).eps)}); use an integer dtype"
+            )
         self.n = n
         self.shape = norm_shape(() if shape is None else shape)
         self.device = as_device(device) or torch.device("cpu")

@@ -1,0 +1,53 @@
+"""Specs refuse bad input clearly and leave themselves unchanged when they refuse."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chatdata.specs import Bounded, Categorical, Composite, Unbounded
+
+
+def test_a_refused_nested_set_leaves_no_empty_sub_composites():
+    spec = Composite(a=Unbounded(shape=(2, 3)), shape=(2,))
+    with pytest.raises(ValueError, match="does not start with the Composite's shape"):
+        spec.set(("q", "r", "x"), Unbounded(shape=(3,)))
+    with pytest.raises(TypeError, match="must be specs"):
+        spec[("q", "x")] = 5
+    assert list(spec.keys(True)) == ["a"]
+    spec.set(("q", "r", "x"), Unbounded(shape=(2, 3)))  # an accepted one still creates them
+    assert list(spec.keys(True)) == ["a", "q", ("q", "r"), ("q", "r", "x")]
+    with pytest.raises(ValueError, match="does not start"):
+        spec.set(("q", "s", "y"), Unbounded(shape=(4,)))
+    assert list(spec.keys(True)) == ["a", "q", ("q", "r"), ("q", "r", "x")]
+
+
+@pytest.mark.parametrize("dtype, n", [(torch.float16, 2050), (torch.bfloat16, 258)])
+def test_float_categorical_whose_categories_are_not_exact_is_refused(dtype, n):
+    # before: float16 with n=5000 sampled 5000 (4999 rounds up), a value its own is_in refused
+    with pytest.raises(ValueError, match="not all exact"):
+        Categorical(n, dtype=dtype)
+    spec = Categorical(n - 1, shape=(4000,), dtype=dtype)  # the largest exact one still works
+    assert spec.is_in(spec.rand())
+
+
+def test_complex_dtype_given_by_name_is_refused_like_the_dtype():
+    for dtype in ("complex64", "torch.complex128"):
+        with pytest.raises(TypeError, match="complex dtypes are not supported"):
+            Unbounded(shape=(2,), dtype=dtype)
+
+
+@pytest.mark.parametrize("low", ["a", ["a"], [None], 1j])
+def test_bounds_that_are_not_numbers_say_so(low):
+    with pytest.raises(TypeError, match="low must"):
+        Bounded(low, 1.0, shape=(1,))
+
+
+def test_bounds_beyond_int64_are_numbers():
+    assert Bounded(2**70, 2**71, shape=(1,), dtype=torch.float64).low.item() == 2.0**70
+    assert Bounded(-(2**70), 5, shape=(1,), dtype=torch.int64).low.item() == torch.iinfo(torch.int64).min
+
+
+def test_project_of_a_non_number_names_the_value():
+    for spec in (Bounded(0, 1, shape=(2,)), Unbounded(shape=(2,)), Categorical(3, shape=(2,))):
+        with pytest.raises(TypeError, match="the value to project must be a real number"):
+            spec.project("ab")

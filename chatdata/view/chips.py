@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
-__all__ = ["TokenChip", "chips_from_rendering", "chips_from_ids"]
+__all__ = ["TokenChip", "chips_from_rendering", "chips_from_ids", "check_weights", "row_tensor"]
 
 
 class TokenChip(NamedTuple):
@@ -85,6 +85,31 @@ def chips_from_rendering(text: str, spans: Sequence, tokenizer: Any) -> list[Tok
     return chips
 
 
+def row_tensor(values, what: str, n: int | None = None) -> torch.Tensor:
+    """``values`` (a sequence or a tensor) as a 1-D tensor of ``n`` items (any length when None);
+    TypeError / ValueError naming ``what`` otherwise."""
+    try:
+        t = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as err:
+        raise TypeError(f"{what} must be a 1-D sequence of numbers or a tensor, got {values!r:.60} ({err})") from None
+    if t.ndim != 1:
+        raise ValueError(f"{what} must be 1-D (one row of a token set), got shape {tuple(t.shape)}")
+    if n is not None and len(t) != n:
+        raise ValueError(f"{what} has {len(t)} items but the row has {n} token ids; they must be as long")
+    if t.is_complex():
+        raise TypeError(f"{what} must hold real numbers, got {t.dtype}")
+    return t
+
+
+def check_weights(weights: torch.Tensor, what: str = "weights") -> None:
+    """ValueError naming the first token whose weight is NaN or infinite (one bulk pass)."""
+    if weights.is_floating_point():
+        bad = ~torch.isfinite(weights)
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0])
+            raise ValueError(f"{what}: token {i} has weight {weights[i].item()}; loss weights must be finite")
+
+
 def chips_from_ids(ids: Sequence[int] | torch.Tensor, weights: Sequence[float] | torch.Tensor, tokenizer: Any,
                    context: int = 6) -> list[TokenChip]:
     """Chips of a token-set row: ``ids`` and per-token ``weights`` (the loss weights, or the
@@ -97,10 +122,21 @@ def chips_from_ids(ids: Sequence[int] | torch.Tensor, weights: Sequence[float] |
         >>> "".join(c.text for c in chips_from_ids(ids, [1] * len(ids), tok))
         'café 👋'
     """
-    ids = [int(i) for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids)]
-    weights = [float(w) for w in (weights.tolist() if isinstance(weights, torch.Tensor) else weights)]
-    if len(ids) != len(weights):
-        raise ValueError(f"{len(ids)} ids but {len(weights)} weights")
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise ValueError(f"context must be an int >= 0 (tokens decoded before each token), got {context!r}")
+    ids_t = row_tensor(ids, "ids")
+    if len(ids_t) and (ids_t.is_floating_point() or ids_t.dtype == torch.bool):
+        raise TypeError(f"ids must be integers, got {ids_t.dtype}")
+    vocab = len(tokenizer) if hasattr(tokenizer, "__len__") else None
+    if len(ids_t) and vocab is not None:
+        bad = (ids_t < 0) | (ids_t >= vocab)
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0])
+            raise ValueError(f"token {i} has id {int(ids_t[i])}, outside the tokenizer's vocabulary [0, {vocab})")
+    w_t = row_tensor(weights, "weights", len(ids_t))
+    check_weights(w_t)
+    ids = [int(i) for i in ids_t.tolist()]
+    weights = [float(w) for w in w_t.tolist()]
 
     def decode(seq):
         return tokenizer.decode(seq, skip_special_tokens=False, clean_up_tokenization_spaces=False)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -79,14 +80,30 @@ def _weight_text(w: float) -> str:
 
 
 def _chip(i: int, c: TokenChip, top: float) -> str:
-    shown = html.escape(c.text).replace("\n", '<span class="nl">\u21b5</span>\n')
-    attrs = f'class="tok" data-i="{i}" data-id="{c.token_id}" data-w="{_weight_text(c.weight)}"'
+    shown = html.escape(str(c.text)).replace("\n", '<span class="nl">\u21b5</span>\n')
+    attrs = f'class="tok" data-i="{i}" data-id="{html.escape(str(c.token_id))}" data-w="{_weight_text(c.weight)}"'
     if c.weight > 0:
         r, g, b = _color(c.role)
-        attrs += f' data-role="{html.escape(c.role or "trained")}" style="background:rgba({r},{g},{b},{_alpha(c.weight, top)})"'
+        attrs += f' data-role="{html.escape(str(c.role or "trained"))}" style="background:rgba({r},{g},{b},{_alpha(c.weight, top)})"'
         if c.message is not None:
-            attrs += f' data-msg="{c.message}"'
+            attrs += f' data-msg="{html.escape(str(c.message))}"'
     return f"<span {attrs}>{shown}</span>"
+
+
+def _check_sections(sections) -> None:
+    """A list of ViewSections whose chips carry finite real weights (TypeError / ValueError
+    naming the section and token otherwise): a NaN or infinite weight would make the opacity
+    scale meaningless (every other chip faded to the floor) and write invalid CSS."""
+    if isinstance(sections, ViewSection) or not all(isinstance(s, ViewSection) for s in sections):
+        raise TypeError("sections must be a list of ViewSection (wrap a single one: [section])")
+    for n, sec in enumerate(sections):
+        for i, c in enumerate(sec.chips):
+            w = getattr(c, "weight", None)
+            if isinstance(w, bool) or not isinstance(w, (int, float)):
+                raise TypeError(f"section {n} ({sec.title!r:.40}), token {i}: chips must be TokenChips with a float "
+                                f"weight, got {c!r:.80}")
+            if not math.isfinite(w):
+                raise ValueError(f"section {n} ({sec.title!r:.40}), token {i}: weight {w} is not finite")
 
 
 def _legend(sections: Sequence[ViewSection], top: float) -> str:
@@ -107,6 +124,7 @@ def _legend(sections: Sequence[ViewSection], top: float) -> str:
 
 def html_page(title: str, sections: Sequence[ViewSection], subtitle: str = "") -> str:
     """The page (a str) for ``sections``; see the module docstring."""
+    _check_sections(sections)
     top = max([1.0] + [c.weight for s in sections for c in s.chips])
     body = [f"<h1>{html.escape(title)}</h1>"]
     if subtitle:

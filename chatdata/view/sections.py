@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Sequence
 
-from .chips import TokenChip, chips_from_ids, chips_from_rendering
+from .chips import TokenChip, row_tensor, chips_from_ids, chips_from_rendering
 from .html import ViewSection
 
 __all__ = ["chat_section", "token_row_section", "report_sections", "summary_lines"]
@@ -63,9 +63,9 @@ def token_row_section(ids, mask, weights, tokenizer: Any, title: str = "sequence
     the mask as weights 0/1), decoded with ``tokenizer``."""
     import torch
 
-    w = torch.as_tensor(mask).to(torch.float32) if weights is None else torch.as_tensor(weights, dtype=torch.float32)
-    if weights is not None:
-        w = w * torch.as_tensor(mask).to(torch.bool)
+    n = len(row_tensor(ids, "ids"))
+    m = row_tensor(mask, "mask", n)  # each checked for its own length: a short one would broadcast
+    w = m.to(torch.float32) if weights is None else row_tensor(weights, "loss_weights", n).to(torch.float32) * m.to(torch.bool)
     chips = chips_from_ids(ids, w, tokenizer)
     return ViewSection(title, summary_lines(chips), chips)
 

@@ -89,20 +89,38 @@ def _call_json(raw: str) -> Any:
     nested too deeply or holding a lone surrogate (:func:`~chatdata.templates.render.unrenderable`):
     a message holding it could not be rendered back, stored or sent."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_not_json)
         problem = unrenderable(value)
     except RecursionError:
         problem = "is nested too deeply"
+    except json.JSONDecodeError:
+        raise
+    except ValueError as err:  # NaN / Infinity, an integer past Python's digit limit
+        problem = str(err)
     if problem is not None:
         raise json.JSONDecodeError(f"the call {problem}", raw, 0)
     return value
 
 
+def _not_json(name: str):
+    raise ValueError(f"holds {name}, which is not JSON (write it as a string or null)")
+
+
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
+
+
 def _one_call(call: Any, raw: str, index: int) -> dict:
     """One written call as the chats' shape: ``{"type": "function", "function": {"name",
-    "arguments"}}``, plus ``"id"`` when the text holds one."""
+    "arguments"}}``, plus ``"id"`` when the text holds one. A name that is not a non-empty
+    string, or keys a call does not have (they would be dropped), raise ValueError."""
     if not isinstance(call, dict) or "name" not in call:
         raise ValueError(f"message {index}: tool call without a name: {raw!r}")
+    if not isinstance(call["name"], str) or not call["name"]:
+        raise ValueError(f"message {index}: a tool call's name must be a non-empty string, got {call['name']!r:.40} in {raw!r:.200}")
+    extra = sorted(set(call) - _CALL_KEYS)
+    if extra:
+        raise ValueError(f"message {index}: the tool call has keys a call does not have ({', '.join(map(repr, extra))}), "
+                         f"which would be lost: {raw!r:.200}")
     args = call["arguments"] if "arguments" in call else call.get("parameters", {})
     out = {"type": "function", "function": {"name": call["name"], "arguments": args}}
     if "id" in call:
@@ -236,7 +254,8 @@ BUILTIN_PARSERS = {
         turns=((None, r"<\|start_header_id\|>(?P<role>.+?)<\|end_header_id\|>\n\n(?P<content>.*?)"
                       r"(?:(?P<end><\|eot_id\|>|<\|eom_id\|>)|\Z)"),),
         role_map={"ipython": "tool"}, stop=r"<\|eot_id\|>|<\|eom_id\|>",
-        tool_call=r'\A\s*(\{"name":.*\})\s*\Z', detect=("<|start_header_id|>",),
+        # a bare JSON answer is a call only with the "parameters" its template writes: {"name": "Bob", "age": 3} is content
+        tool_call=r'\A\s*(\{"name":.*"(?:parameters|arguments)":.*\})\s*\Z', detect=("<|start_header_id|>",),
     ),
     "mistral": ParserSpec(
         "mistral", prefix=r"<s>",
@@ -345,6 +364,10 @@ def parse_response(text: str, spec: ParserSpec | None = None, stop: str | None =
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if spec is not None and not isinstance(spec, ParserSpec):
+        raise TypeError(f"spec must be a ParserSpec (e.g. BUILTIN_PARSERS['qwen']) or None, got {spec!r:.60}")
+    if stop is not None and not isinstance(stop, str):
+        raise TypeError(f"stop must be a str (a literal end-of-turn marker) or None, got {type(stop).__name__}")
     spec = spec or _PLAIN
     spec_c = _compile(spec)
     stop_re = _stop_re(spec.stop, stop) if stop else spec_c[5]

@@ -102,6 +102,8 @@ def add_chat_template(
     if not isinstance(template, str):
         raise TypeError(f"chat template must be a str (jinja source), got {type(template).__name__}")
     keywords = _check_keywords(model_family_keywords)
+    if inverse_parser is not None:
+        _check_parser(template_name, inverse_parser)
     _load_bundled()
     if template_name in _TEMPLATES and not overwrite and _TEMPLATES[template_name] != template:
         raise ValueError(f"chat template {template_name!r} is already registered; pass overwrite=True to replace it")
@@ -148,8 +150,19 @@ def get_parser(name: str) -> Any:
 
 
 def register_parser(name: str, parser: Any) -> None:
-    """Attach an output parser to an already registered (or bundled) template name."""
+    """Attach an output parser (a ``ParserSpec`` or a callable) to an already registered (or
+    bundled) template name."""
+    _check_parser(name, parser)
     _PARSERS[name] = parser
+
+
+def _check_parser(name: str, parser: Any) -> None:
+    """TypeError at registration for a parser that parse_chat_text could not call."""
+    from .parsers import ParserSpec
+
+    if not (isinstance(parser, ParserSpec) or callable(parser)):
+        raise TypeError(f"the parser for {name!r} must be a ParserSpec or a callable text -> messages, "
+                        f"got {type(parser).__name__} {parser!r:.40}")
 
 
 def _template_from_tokenizer(tokenizer: Any, tools: Any) -> str | None:

@@ -110,6 +110,9 @@ def index_shape(shape: torch.Size, index):
     ``-1`` dim stays ``-1`` under a slice. Lists, tensors and arrays work on fixed-length dims.
     """
     idx = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (str, bytes)) for i in idx):
+        raise IndexError(f"cannot index a spec of shape {tuple(shape)} by {index!r:.60}: keys index a Composite, "
+                         "a leaf spec is indexed by position (ints, slices, None, ..., lists or tensors)")
     if sum(i is Ellipsis for i in idx) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     consumed = sum(1 for i in idx if i is not None and i is not Ellipsis)
@@ -125,7 +128,13 @@ def index_shape(shape: torch.Size, index):
                 f"cannot index a spec of shape {tuple(shape)} (with -1 dims) by {index!r}: use ints, "
                 "slices, None and ... on specs with 'any length' dims"
             )
-        out = torch.empty(shape, device="meta")[index].shape
+        try:
+            out = torch.empty(shape, device="meta")[index].shape
+        except (TypeError, IndexError, ValueError, RuntimeError) as err:
+            raise IndexError(
+                f"cannot index a spec of shape {tuple(shape)} by {index!r:.60}: {err} (index a spec by position "
+                "like its values: ints, slices, None, ..., int/bool lists or tensors; keys index a Composite)"
+            ) from None
         return torch.Size(out), index
     new, t_idx, d = [], [], 0
     for i in idx:
@@ -139,6 +148,8 @@ def index_shape(shape: torch.Size, index):
                 raise IndexError(f"index {i} is out of range for dim {d} of size {size}")
             t_idx.append(0 if size == -1 else i)
         else:
+            if i.step is not None and operator.index(i.step) <= 0:
+                raise IndexError(f"slice step must be > 0 (as for tensors), got {i.step} in {index!r}")
             if size == -1:
                 new.append(-1)
                 t_idx.append(slice(None))

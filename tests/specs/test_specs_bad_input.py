@@ -51,3 +51,12 @@ def test_project_of_a_non_number_names_the_value():
     for spec in (Bounded(0, 1, shape=(2,)), Unbounded(shape=(2,)), Categorical(3, shape=(2,))):
         with pytest.raises(TypeError, match="the value to project must be a real number"):
             spec.project("ab")
+
+
+@pytest.mark.parametrize("index", ["a", 1.5, slice(None, None, 0), slice(None, None, -1)])
+def test_bad_indices_are_index_errors_naming_the_spec(index):
+    for spec in (Bounded(0, 1, shape=(2,)), Unbounded(shape=(-1,)), Composite(a=Unbounded(shape=(2,)), shape=(2,))):
+        if isinstance(index, (str, float)) and (-1 in spec.shape or isinstance(spec, Composite)):
+            continue  # 'any length' dims refuse non-basic indices with their own message; a str is a key
+        with pytest.raises(IndexError, match=r"cannot index a spec of shape|slice step must be > 0"):
+            spec[index]

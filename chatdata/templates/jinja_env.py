@@ -278,6 +278,8 @@ def compile_template(template: str) -> jinja2.Template:
 
 def has_generation_tags(template: str) -> bool:
     """Whether ``template`` uses ``{% generation %}`` blocks."""
+    if not isinstance(template, str):
+        raise TypeError(f"chat template must be a str, got {type(template).__name__}")
     return _has_generation(template)
 
 

@@ -73,14 +73,19 @@ class TemplateProfile:
 _PROFILES: dict[tuple, TemplateProfile] = {}
 
 
-def template_profile(renderer: Renderer) -> TemplateProfile:
-    """The :class:`TemplateProfile` of a template with its variables (cached).
+def template_profile(renderer: Renderer | str) -> TemplateProfile:
+    """The :class:`TemplateProfile` of a template with its variables (cached); a template
+    source (str) is taken as ``Renderer(source)``.
 
     Example:
         >>> from chatdata.templates import get_chat_template
         >>> template_profile(Renderer(get_chat_template("llama3"))).eots
         ('<|eot_id|>',)
     """
+    if isinstance(renderer, str):
+        renderer = Renderer(renderer)
+    elif not isinstance(renderer, Renderer):
+        raise TypeError(f"template_profile takes a Renderer or a template source (str), got {type(renderer).__name__}")
     key = (renderer.template, repr(sorted((k, repr(v)) for k, v in renderer.variables.items())))
     prof = _PROFILES.get(key)
     if prof is None:

@@ -1,4 +1,4 @@
-"""Output parsers and the parser registry: what a model writes that is not a well-formed call is
+"""Output parsers, the parser registry and the template helpers: what a model writes that is not a well-formed call is
 refused by name (or stays content), never silently cut; a parser that could not run is refused
 when it is registered."""
 from __future__ import annotations
@@ -59,3 +59,14 @@ def test_a_parser_that_cannot_run_is_refused_at_registration():
     assert get_parser("qwen") is before
     assert parse_chat_text("<|im_start|>user\nhi<|im_end|>\n", "qwen") == [{"role": "user", "content": "hi"}]
     assert get_chat_template("qwen")
+
+
+def test_template_helpers_name_what_they_take():
+    from chatdata.templates import Renderer, has_generation_tags, template_profile
+
+    source = get_chat_template("llama3")
+    assert template_profile(source) is template_profile(Renderer(source))  # a source is taken as its Renderer
+    with pytest.raises(TypeError, match="takes a Renderer or a template source"):
+        template_profile(5)
+    with pytest.raises(TypeError, match="chat template must be a str"):
+        has_generation_tags(None)

@@ -26,11 +26,14 @@ __all__ = ["NonTensor"]
 
 def _list_shape(values) -> tuple:
     """Batch shape of nested lists: every level where all items are lists of one length."""
-    shape, level = [], [values]
+    shape, level, seen = [], [values], set()
     while level and all(isinstance(v, list) for v in level):
         lens = {len(v) for v in level}
         if len(lens) != 1:
             break
+        if any(id(v) in seen for v in level):  # a list that holds itself: no finite shape
+            raise ValueError("a list that contains itself has no batch shape")
+        seen.update(id(v) for v in level)
         n = lens.pop()
         shape.append(n)
         level = [x for v in level for x in v]

@@ -55,6 +55,8 @@ def _as_numbers(value, what: str) -> torch.Tensor:
     try:
         try:
             t = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+            if t.is_floating_point() and not hasattr(value, "dtype"):  # Python floats are float64:
+                t = torch.as_tensor(value, dtype=torch.float64)  # not rounded to float32 (0.1 > 0.1)
         except (RuntimeError, ValueError, OverflowError):  # an int beyond int64 (2**70): as a float it is a fine bound
             if isinstance(value, bool) or not isinstance(value, int):
                 raise
@@ -315,10 +317,18 @@ class Bounded(_TensorLeaf):
                 f"low (shape {tuple(low_t.shape)}) and high (shape {tuple(high_t.shape)}) must broadcast "
                 f"to the spec's shape {tuple(self.shape)}"
             ) from None
+        lo, hi = _dtype_range(self.dtype)
+        low_d, high_d = low_t.double(), high_t.double()  # infinite bounds are what they say; finite ones past
+        outside = ((low_d > hi) & torch.isfinite(low_d)) | ((high_d < lo) & torch.isfinite(high_d))  # the dtype
+        if bool(outside.any()):  # would be clamped to its extreme (or inf): a box shrunk to one value
+            k = tuple(outside.nonzero()[0].tolist())
+            raise ValueError(
+                f"{type(self).__name__}: the bounds [{low_t[k].item()}, {high_t[k].item()}] at index {k} lie outside "
+                f"what {self.dtype} holds [{lo}, {hi}]; use a wider dtype"
+            )
         if self.dtype.is_floating_point:
             low_t, high_t = low_t.to(self.dtype), high_t.to(self.dtype)
         else:
-            lo, hi = _dtype_range(self.dtype)
             low_t = _to_long(low_t, torch.ceil).clamp(lo, hi).to(self.dtype)
             high_t = _to_long(high_t, torch.floor).clamp(lo, hi).to(self.dtype)
         if bool((low_t > high_t).any()):

@@ -60,3 +60,30 @@ def test_bad_indices_are_index_errors_naming_the_spec(index):
             continue  # 'any length' dims refuse non-basic indices with their own message; a str is a key
         with pytest.raises(IndexError, match=r"cannot index a spec of shape|slice step must be > 0"):
             spec[index]
+
+
+def test_python_float_bounds_and_values_keep_float64_precision():
+    # before: 0.1 went through float32 first, so low was 0.10000000149 and 0.1 itself was "out of bounds"
+    spec = Bounded(0.1, 0.3, shape=(1,), dtype=torch.float64)
+    assert spec.low.item() == 0.1 and spec.is_in(torch.tensor([0.1], dtype=torch.float64))
+    assert Bounded([0.1, 0.2], 1e300, dtype=torch.float64).high.tolist() == [1e300, 1e300]  # was inf
+    assert Unbounded(shape=(), dtype=torch.float64).project(0.1).item() == 0.1
+
+
+@pytest.mark.parametrize("low, high, dtype", [(2**40, 2**41, torch.int32), (300, 400, torch.uint8), (2, 3, torch.bool),
+                                              (1e300, 1e301, torch.float32), (-1e300, -1e299, torch.float16)])
+def test_bounds_outside_the_dtype_are_refused(low, high, dtype):
+    # before: clamped to one extreme value (int32 max, uint8 255, True) or to inf: a box nothing finite is in
+    with pytest.raises(ValueError, match="lie outside what .* holds"):
+        Bounded(low, high, shape=(1,), dtype=dtype)
+    widened = Bounded(-(2**40), 2**41, shape=(1,), dtype=torch.int32)  # partly inside: clamped as before
+    assert widened.low.item() == torch.iinfo(torch.int32).min and widened.high.item() == torch.iinfo(torch.int32).max
+
+
+def test_a_list_holding_itself_is_refused_not_a_hang():
+    from chatdata.specs import NonTensor
+
+    loop = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="contains itself"):
+        NonTensor(shape=(2,)).is_in(loop)

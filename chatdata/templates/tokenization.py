@@ -39,6 +39,9 @@ def char_masks_to_token_masks(lengths: Sequence[int], spans: Sequence[Sequence[t
         >>> char_masks_to_token_masks([6], [[(2, 4)]], off)[0].tolist()
         [0, 1, 0]
     """
+    if not len(lengths) == len(spans) == len(offsets):
+        raise ValueError(f"one text length, span list and offsets tensor per text: got {len(lengths)} lengths, "
+                         f"{len(spans)} span lists and {len(offsets)} offsets")
     lengths_t = torch.tensor(list(lengths), dtype=torch.int64)
     base = torch.zeros_like(lengths_t)
     if len(lengths_t) > 1:

@@ -55,3 +55,14 @@ def test_bad_span_weights_are_refused(qwen_tok, rendered, w, error):
     weights = [[1.0] * len(spans[0]), [1.0] * (len(spans[1]) - 1) + [w]]
     with pytest.raises(error, match=rf"text 1, span {len(spans[1]) - 1}: a span weight must be a"):
         tokenize_chats(texts, spans, qwen_tok, return_assistant_tokens_mask=True, span_weights=weights)
+
+
+def test_char_masks_need_one_length_span_list_and_offsets_per_text():
+    import torch
+
+    from chatdata.templates import char_masks_to_token_masks
+
+    off = [torch.tensor([[0, 2], [2, 5]])]
+    with pytest.raises(ValueError, match="got 2 lengths, 1 span lists and 1 offsets"):
+        char_masks_to_token_masks([5, 3], [[(2, 3)]], off)  # was a bare torch size-mismatch RuntimeError
+    assert char_masks_to_token_masks([5], [[(2, 3)]], off)[0].tolist() == [0, 1]

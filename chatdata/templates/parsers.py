@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
+from . import registry as _registry
 from .registry import get_chat_template, get_parser, register_parser
 from .render import unrenderable
 
@@ -310,6 +311,7 @@ BUILTIN_PARSERS = {
         ),
     ),
 }
+_registry.PARSER_TYPES = (ParserSpec,)  # registration accepts table entries (the registry sits below)
 for _name, _spec in BUILTIN_PARSERS.items():
     register_parser(_name, _spec)
 

@@ -22,6 +22,7 @@ _CHAT_TEMPLATES = _TEMPLATES
 _CUSTOM_INVERSE_PARSERS = _PARSERS
 _CUSTOM_MODEL_FAMILY_KEYWORDS = _FAMILY_KEYWORDS
 DEFAULT_TEMPLATE_NAME = "chatml_format"
+PARSER_TYPES: tuple = ()  # parser table types besides callables; parsers.py adds ParserSpec
 
 
 def _load_bundled() -> None:
@@ -157,10 +158,9 @@ def register_parser(name: str, parser: Any) -> None:
 
 
 def _check_parser(name: str, parser: Any) -> None:
-    """TypeError at registration for a parser that parse_chat_text could not call."""
-    from .parsers import ParserSpec
-
-    if not (isinstance(parser, ParserSpec) or callable(parser)):
+    """TypeError at registration for a parser that parse_chat_text could not call (the table
+    type, ParserSpec, is registered in PARSER_TYPES by the parsers module, which sits above)."""
+    if not (isinstance(parser, PARSER_TYPES) or callable(parser)):
         raise TypeError(f"the parser for {name!r} must be a ParserSpec or a callable text -> messages, "
                         f"got {type(parser).__name__} {parser!r:.40}")
 

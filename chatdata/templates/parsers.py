@@ -28,61 +28,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
-from . import registry as _registry
+from .parser_spec import ParserSpec, compile_spec as _compile
 from .registry import get_chat_template, get_parser, register_parser
 from .render import unrenderable
-
-
-@dataclass(frozen=True)
-class ParserSpec:
-    """One family's parsing table entry.
-
-    ``turns``: ``(role, pattern)`` pairs tried in order at each position; ``role=None`` means
-    the pattern captures ``(?P<role>...)``. Each pattern captures ``(?P<content>...)`` and an
-    optional ``(?P<end>...)`` group that matches only when the turn is terminated.
-
-    Example:
-        >>> spec = ParserSpec("demo", turns=((None, r"(?P<role>\\w+): (?P<content>.*?)(?:(?P<end>\\n)|\\Z)"),))
-        >>> parse_with_spec("user: hi\\nassistant: yo", spec)
-        [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'yo', 'is_complete': False}]
-    """
-
-    name: str
-    turns: tuple[tuple[str | None, str], ...]
-    prefix: str = ""
-    role_map: dict = field(default_factory=dict)
-    tool_call: str | None = None  # regex: group 1 (or ``json``) a JSON {"name", "arguments"}, or groups name/args/id
-    tool_response: str | None = None  # regex with one group holding one tool response
-    reasoning: str | None = None  # regex matched at the start of an assistant content: group 1 = reasoning
-    stop: str | None = None  # regex of the end-of-turn marker(s) a generated response ends with
-    content: str | None = None  # regex: when it matches the content (after reasoning), group 1 is the content
-    detect: tuple[str, ...] = ()  # markers that all occur in a template source of this family
-
-    def compiled(self):
-        return _compile(self)
-
-
-_COMPILED: dict = {}
-
-
-def _compile(spec: ParserSpec):
-    key = id(spec)
-    entry = _COMPILED.get(key)
-    if entry is None or entry[0] is not spec:  # the entry holds its spec, so an id is never reused
-        _COMPILED[key] = (spec, (
-            re.compile(spec.prefix, re.S) if spec.prefix else None,
-            [(role, re.compile(p, re.S)) for role, p in spec.turns],
-            re.compile(spec.tool_call, re.S) if spec.tool_call else None,
-            re.compile(spec.tool_response, re.S) if spec.tool_response else None,
-            re.compile(spec.reasoning, re.S) if spec.reasoning else None,
-            re.compile(f"(?:{spec.stop})\\Z", re.S) if spec.stop else None,
-            re.compile(spec.content, re.S) if spec.content else None,
-        ))
-    return _COMPILED[key][1]
 
 
 def _call_json(raw: str) -> Any:
@@ -311,7 +262,6 @@ BUILTIN_PARSERS = {
         ),
     ),
 }
-_registry.PARSER_TYPES = (ParserSpec,)  # registration accepts table entries (the registry sits below)
 for _name, _spec in BUILTIN_PARSERS.items():
     register_parser(_name, _spec)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from .parser_spec import ParserSpec
+
 _HERE = Path(__file__).resolve().parent
 _BUNDLED = ("chatml_format", "qwen", "llama3", "mistral", "llama", "deepseek", "falcon", "dialogpt")
 _TEMPLATES: dict[str, str] = {}
@@ -22,7 +24,6 @@ _CHAT_TEMPLATES = _TEMPLATES
 _CUSTOM_INVERSE_PARSERS = _PARSERS
 _CUSTOM_MODEL_FAMILY_KEYWORDS = _FAMILY_KEYWORDS
 DEFAULT_TEMPLATE_NAME = "chatml_format"
-PARSER_TYPES: tuple = ()  # parser table types besides callables; parsers.py adds ParserSpec
 
 
 def _load_bundled() -> None:
@@ -158,9 +159,8 @@ def register_parser(name: str, parser: Any) -> None:
 
 
 def _check_parser(name: str, parser: Any) -> None:
-    """TypeError at registration for a parser that parse_chat_text could not call (the table
-    type, ParserSpec, is registered in PARSER_TYPES by the parsers module, which sits above)."""
-    if not (isinstance(parser, PARSER_TYPES) or callable(parser)):
+    """TypeError at registration for a parser that parse_chat_text could not call."""
+    if not (isinstance(parser, ParserSpec) or callable(parser)):
         raise TypeError(f"the parser for {name!r} must be a ParserSpec or a callable text -> messages, "
                         f"got {type(parser).__name__} {parser!r:.40}")
 

@@ -21,7 +21,37 @@ from .tensordict import TensorDict
 __all__ = ["stack", "cat", "dispatch", "stack_non_tensor", "cat_non_tensor"]
 
 
+def _kind(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return "a tensor"
+    if is_non_tensor(value):
+        return "non-tensor data"
+    return "a nested collection" if isinstance(value, Batched) else f"a {type(value).__name__}"
+
+
+def _check_same_kind(values, key, op: str) -> None:
+    """Every item's entry ``key`` must be of one kind (tensor, non-tensor data or collection)."""
+    kinds = [_kind(v) for v in values]
+    if len(set(kinds)) != 1:
+        other = next(i for i, k in enumerate(kinds) if k != kinds[0])
+        raise TypeError(f"cannot {op} entry {key!r}: it is {kinds[0]} in item 0 but {kinds[other]} in item {other}; "
+                        "give every item the same kind of value for each key")
+
+
+def _check_same_keys(items, op: str) -> list:
+    """The keys of the first TensorDict, after checking every item has the same ones."""
+    keys = list(items[0]._tensordict)
+    for n, i in enumerate(items[1:], 1):
+        if set(i._tensordict) != set(keys):
+            missing, extra = sorted(set(keys) - set(i._tensordict)), sorted(set(i._tensordict) - set(keys))
+            diff = " and ".join(([f"lacks {missing}"] if missing else []) + ([f"has extra keys {extra}"] if extra else []))
+            raise KeyError(f"cannot {op} TensorDicts with different keys: item {n} {diff} "
+                           f"(item 0 has {sorted(keys)}); select() the common keys first")
+    return keys
+
+
 def _stack_leaves(values, dim: int, key):
+    _check_same_kind(values, key, "stack")
     first = values[0]
     if isinstance(first, torch.Tensor):
         shapes = {tuple(v.shape) for v in values}
@@ -75,10 +105,7 @@ def stack(items, dim: int = 0, *, out=None):
         )
     if any(isinstance(i, RaggedTensorDict) for i in items):
         raise BatchSizeError("stacking ragged stacks (a third level of nesting) is not supported")
-    keys = list(first._tensordict)
-    for i in items[1:]:
-        if set(i._tensordict) != set(keys):
-            raise KeyError(f"cannot stack TensorDicts with different keys: {sorted(keys)} vs {sorted(i._tensordict)}")
+    keys = _check_same_keys(items, "stack")
     entries = {k: _stack_leaves([i._tensordict[k] for i in items], dim, k) for k in keys}
     bs = list(first.batch_size)
     bs.insert(dim, len(items))
@@ -103,17 +130,22 @@ def cat(items, dim: int = 0, *, out=None):
         return type(first)._from_storage(cat([i._storage for i in items], dim))
     if all(isinstance(i, RaggedTensorDict) for i in items):
         return RaggedTensorDict.cat(items, dim)
+    if any(not isinstance(i, (TensorDict, RaggedTensorDict)) for i in items):
+        raise TypeError(f"cannot cat {sorted({type(i).__name__ for i in items})} together")
     nd = len(first.batch_size)
     if nd == 0:
         raise BatchSizeError("cannot concatenate collections with an empty batch size")
+    if not -nd <= dim < nd:
+        raise IndexError(f"cat dim {dim} out of range for items with {nd} batch dims")
     dim = dim % nd
     for i in items[1:]:
         if len(i.batch_size) != nd or any(a != b for d, (a, b) in enumerate(zip(i.batch_size, first.batch_size)) if d != dim):
             raise BatchSizeError(f"cannot concatenate batch sizes {tuple(first.batch_size)} and {tuple(i.batch_size)} along dim {dim}")
-    keys = list(first._tensordict)
+    keys = _check_same_keys(items, "concatenate")
     entries = {}
     for k in keys:
         vals = [i._tensordict[k] for i in items]
+        _check_same_kind(vals, k, "concatenate")
         if isinstance(vals[0], torch.Tensor):
             entries[k] = torch.cat(vals, dim)
         elif is_non_tensor(vals[0]):

@@ -16,6 +16,7 @@ Example:
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable, Sequence
 
 import torch
@@ -35,6 +36,17 @@ class EmptyBatchIndexError(IndexError, RuntimeError):
 def dummy(batch_size: Sequence[int]) -> torch.Tensor:
     """A zero-stride tensor of shape ``batch_size`` used to compute result shapes cheaply."""
     return torch.zeros((), dtype=torch.uint8).expand(tuple(batch_size))
+
+
+def _is_int(value) -> bool:
+    """A Python or numpy/torch integer (not a bool, which would be a size of 0 or 1 by accident)."""
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _is_index_list(idx) -> bool:
@@ -293,12 +305,18 @@ class Batched:
         """Split along ``dim`` into chunks of ``split_size`` (an int or a list of sizes)."""
         d = self._norm_dim(dim)
         n = self.batch_size[d]
-        if isinstance(split_size, int):
+        if _is_int(split_size):
+            split_size = operator.index(split_size)
             if split_size <= 0:
-                raise ValueError("split_size must be a positive int")
+                raise ValueError(f"split_size must be a positive int, got {split_size}")
             sizes = [min(split_size, n - s) for s in range(0, n, split_size)]
         else:
-            sizes = list(split_size)
+            sizes = list(split_size) if isinstance(split_size, (list, tuple, torch.Size, range)) else None
+            if sizes is None or not all(_is_int(s) for s in sizes):
+                raise TypeError(f"split_size must be an int or a list of ints, got {split_size!r}")
+            sizes = [operator.index(s) for s in sizes]
+            if any(s < 0 for s in sizes):
+                raise ValueError(f"split sizes must be non-negative ints, got {sizes}")
             if sum(sizes) != n:
                 raise ValueError(f"split sizes {sizes} do not sum to the dim size {n}")
         out, start = [], 0
@@ -309,6 +327,10 @@ class Batched:
 
     def chunk(self, chunks: int, dim: int = 0):
         """Split into ``chunks`` pieces along ``dim`` (like ``torch.chunk``)."""
+        if not _is_int(chunks):
+            raise TypeError(f"chunks must be a positive int, got {type(chunks).__name__} {chunks!r}")
+        if chunks <= 0:
+            raise ValueError(f"chunks must be a positive int, got {chunks!r}")
         d = self._norm_dim(dim)
         n = self.batch_size[d]
         size = -(-n // chunks) if n else 1

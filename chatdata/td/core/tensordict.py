@@ -418,9 +418,11 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
     def update_(self, input_dict_or_td, clone: bool = False, keys_to_update=None) -> "TensorDict":
         """Write every entry of the input into the existing entries, in place."""
         src = input_dict_or_td._tensordict if isinstance(input_dict_or_td, TensorDict) else input_dict_or_td
+        missing = [key for key in src if key not in self._tensordict]
+        if missing:  # checked before any write, so a refused update_ changes nothing
+            raise KeyError(f"update_: keys {missing} are not in the destination TensorDict (it has "
+                           f"{sorted(self._tensordict)}); use update() to add new keys")
         for key, value in src.items():
-            if key not in self._tensordict:
-                raise KeyError(f"update_: key {key!r} is not in the destination TensorDict")
             _write_into(self._tensordict[key], value, key)
         return self
 
@@ -433,9 +435,14 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         self._check_unlocked("rename", old_key)
         if safe and new_key in self.keys(include_nested=True):
             raise KeyError(f"key {new_key!r} already exists")
+        unravel_key(new_key)  # a bad new key is refused before anything moves
         value = self._get_raw(old_key)
         self.del_(old_key)
-        self.set(new_key, value)
+        try:
+            self.set(new_key, value)
+        except Exception:
+            self.set(old_key, value)  # refused (the new key runs through a leaf, ...): put it back
+            raise
         return self
 
     def exclude(self, *keys, inplace: bool = False, as_tensordict: bool = False) -> "TensorDict":
@@ -500,7 +507,11 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         """Entries named ``"a.b"`` become nested entries ``("a", "b")``."""
         out = TensorDict._new_unsafe({}, self._batch_size, self._device)
         for key, value in self._tensordict.items():
-            out.set(tuple(key.split(separator)), value)
+            nested = tuple(key.split(separator))
+            if nested in out.keys(include_nested=True):  # set() would silently replace what is there
+                raise KeyError(f"unflatten_keys: {key!r} collides with another key once split at {separator!r} "
+                               f"(both name {nested!r}); rename one of them first")
+            out.set(nested, value)
         if inplace:
             self._tensordict = out._tensordict
             return self

@@ -1,0 +1,88 @@
+"""Bad input to TensorDict's stack / cat / split / chunk / rename / unflatten / update_:
+a clear error, and a refused call leaves the TensorDict as it was."""
+import pytest
+import torch
+
+from chatdata.td import TensorDict
+
+
+def _td(**entries):
+    return TensorDict(entries, batch_size=[2])
+
+
+# -- cat / stack ---------------------------------------------------------------------------
+def test_cat_with_an_extra_key_in_a_later_item_is_refused_not_dropped():
+    a, b = _td(x=torch.zeros(2)), _td(x=torch.ones(2), y=torch.ones(2))
+    with pytest.raises(KeyError, match=r"item 1 has extra keys \['y'\]"):
+        torch.cat([a, b])
+    with pytest.raises(KeyError, match=r"item 1 lacks \['y'\]"):
+        torch.cat([b, a])
+
+
+@pytest.mark.parametrize("dim", [1, 5, -2])
+def test_cat_dim_out_of_range_is_refused_not_wrapped(dim):
+    a = _td(x=torch.zeros(2, 3))
+    with pytest.raises(IndexError, match=f"cat dim {dim} out of range"):
+        torch.cat([a, a], dim=dim)
+    assert torch.cat([a, a], dim=-1).batch_size == (4,)
+
+
+@pytest.mark.parametrize("op", [torch.cat, torch.stack])
+@pytest.mark.parametrize("second", [{"n": torch.zeros(2)}, "text", torch.zeros(2)])
+def test_an_entry_of_different_kinds_across_items_names_the_key(op, second):
+    first = {"n": torch.zeros(2)} if not isinstance(second, dict) else torch.zeros(2)
+    with pytest.raises(TypeError, match=r"entry 'v': it is .* in item 0 but .* in item 1"):
+        op([_td(v=first), _td(v=second)])
+
+
+def test_cat_of_a_tensordict_and_a_tensor_is_a_type_error():
+    with pytest.raises(TypeError, match="cannot cat"):
+        torch.cat([_td(x=torch.zeros(2)), torch.zeros(2)])
+
+
+# -- split / chunk -------------------------------------------------------------------------
+def test_split_sizes_with_a_negative_entry_are_refused():
+    td = TensorDict(x=torch.arange(4), batch_size=[4])
+    with pytest.raises(ValueError, match="non-negative ints"):
+        td.split([5, -1])  # sums to 4, but used to give a first piece of 4 items, not 5
+    assert [p.batch_size[0] for p in td.split([0, 4])] == [0, 4]
+
+
+@pytest.mark.parametrize("bad", [1.5, True, "2"])
+def test_split_size_of_a_wrong_type_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="split_size must be an int or a list of ints"):
+        _td(x=torch.arange(2)).split(bad)
+
+
+@pytest.mark.parametrize("bad, err", [(0, ValueError), (-1, ValueError), (1.5, TypeError)])
+def test_chunk_count_must_be_a_positive_int(bad, err):
+    with pytest.raises(err, match="chunks must be a positive int"):
+        _td(x=torch.arange(2)).chunk(bad)
+    assert [p["x"].tolist() for p in _td(x=torch.arange(2)).chunk(torch.tensor(2))] == [[0], [1]]
+
+
+# -- rename_key_ / unflatten_keys / update_ ----------------------------------------------
+@pytest.mark.parametrize("new", [("y", 3), ("x", "y")])
+def test_a_refused_rename_keeps_the_entry(new):
+    td = _td(a=torch.arange(2), x=torch.ones(2))  # ("x", "y") runs through the leaf x
+    with pytest.raises((TypeError, KeyError)):
+        td.rename_key_("a", new)
+    assert set(td.keys()) == {"a", "x"} and td["a"].tolist() == [0, 1]
+
+
+def test_unflatten_keys_refuses_two_keys_that_name_one_entry():
+    td = TensorDict({"a.b": torch.ones(2), "a": torch.zeros(2)}, batch_size=[2])
+    with pytest.raises(KeyError, match="collides"):
+        td.unflatten_keys()  # "a" used to silently replace the sub-TensorDict holding "b"
+    with pytest.raises(KeyError, match="collides"):
+        td.unflatten_keys(inplace=True)
+    assert set(td.keys()) == {"a.b", "a"}
+    ok = TensorDict({"a.b": 1, "a.c": 2}).unflatten_keys()
+    assert set(ok.keys(include_nested=True)) == {"a", ("a", "b"), ("a", "c")}
+
+
+def test_update_inplace_with_a_missing_key_writes_nothing():
+    td = _td(a=torch.zeros(2), b=torch.zeros(2))
+    with pytest.raises(KeyError, match=r"keys \['c'\] are not in the destination"):
+        td.update_({"a": torch.ones(2), "c": torch.ones(2)})
+    assert td["a"].tolist() == [0.0, 0.0]

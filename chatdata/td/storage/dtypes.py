@@ -11,7 +11,7 @@ import torch
 
 from .fsops import FormatError
 
-__all__ = ["dtype_name", "parse_dtype"]
+__all__ = ["dtype_name", "parse_dtype", "raw_bytes"]
 
 _DTYPES = {
     str(d).replace("torch.", ""): d
@@ -19,6 +19,22 @@ _DTYPES = {
               torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
               torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2)
 }
+
+
+def raw_bytes(t: torch.Tensor) -> memoryview:
+    """The bytes of ``t``'s values in C order, as a file stores them (a copy only when the layout
+    needs one: a strided view, a lazy conj/neg view, a one-item slice whose stride is not 1).
+
+    Example:
+        >>> bytes(raw_bytes(torch.arange(6, dtype=torch.uint8).reshape(2, 3)[:, 1:]))
+        b'\\x01\\x02\\x04\\x05'
+    """
+    flat = t.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
+    if not flat.numel():
+        return memoryview(b"")
+    if flat.stride(0) != 1:  # contiguous() keeps a one-item view's stride, which .view(uint8) refuses
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return memoryview(flat.view(torch.uint8).numpy())
 
 
 def dtype_name(dtype: torch.dtype) -> str:

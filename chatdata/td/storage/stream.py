@@ -40,7 +40,7 @@ import torch
 from ..core import RaggedTensorDict, key_to_filename
 from ..nontensor import NonTensorData, NonTensorStack, pack_strings, to_json, to_json_texts
 from .checksum import HashingFile, record, sorted_checksums
-from .dtypes import dtype_name
+from .dtypes import dtype_name, raw_bytes
 from .fsops import durable_replace, resolve_target
 from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .json_values import _entry_value
@@ -56,8 +56,7 @@ _MISSING = object()
 def _raw(t) -> memoryview:
     if isinstance(t, (bytes, bytearray, memoryview)):
         return memoryview(t)
-    t = t.detach().cpu().contiguous().reshape(-1)
-    return memoryview(t.view(torch.uint8).numpy()) if t.numel() else memoryview(b"")
+    return raw_bytes(t)
 
 
 def _stack_values(stack: NonTensorStack) -> list:

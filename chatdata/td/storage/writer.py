@@ -26,7 +26,7 @@ from ..core import RaggedTensorDict, TensorDict, key_to_filename
 from ..nontensor import NonTensorData, NonTensorStack, to_json_texts
 from ..tensorclass import TensorClass
 from . import checksum as _checksum, typed_copies as _typed
-from .dtypes import dtype_name
+from .dtypes import dtype_name, raw_bytes
 from .fsops import FormatError, atomic_replace, check_overwritable, fsync_dir, fsync_tree, resolve_target
 from .integrity import FORMAT_NAME, FORMAT_VERSION
 from .json_values import (_SurrogateAt, _check_key_text, _check_surrogates, _entry_value, _first_surrogate,
@@ -53,7 +53,7 @@ class _Writer:
         """Describe ``t`` and queue its file; ``structure`` (a ragged stack's offsets) is written
         even by ``memmap_like``: it is the shape of the collection, not its data."""
         t = t.detach()
-        if t.device.type != "cpu":
+        if t.device.type != "cpu" and not (self.like and t.device.type == "meta"):  # memmap_like needs no data
             t = t.cpu()
         meta = {"kind": "tensor", "dtype": dtype_name(t.dtype), "shape": list(t.shape), "file": path.name}
         if self.like and not structure:  # no checksum: memmap_like files are meant to be filled in place later
@@ -98,7 +98,7 @@ def _write_tensor(t: torch.Tensor, path: Path) -> str | None:
     """Write the tensor's bytes; returns their checksum (hashed from memory, not re-read)."""
     with _checksum.HashingFile.open(path) as f:
         if t.numel():
-            f.write(memoryview(t.contiguous().reshape(-1).view(torch.uint8).numpy()))
+            f.write(raw_bytes(t))
         return f.checksum()
 
 
@@ -149,6 +149,12 @@ def _collection_or_leaf(value, folder: Path, name: str, w: _Writer, sums: dict, 
     if isinstance(value, torch.Tensor):
         if value.is_nested:
             return w.nested(value, folder, name, sums)
+        if value.layout != torch.strided:
+            raise TypeError(f"cannot save {where}: it is a {value.layout} tensor and files hold dense tensors; "
+                            "convert it with .to_dense() first")
+        if value.device.type == "meta" and not w.like:
+            raise ValueError(f"cannot save {where}: it is on the meta device and holds no data; use memmap_like() "
+                             "to allocate files of its shape, or give it real data first")
         return w.tensor(value, folder / f"{name}.memmap", sums)
     if isinstance(value, NonTensorData):
         return {"kind": "value", "batch_size": list(value.batch_size), "value": _entry_value(value.data, where)}

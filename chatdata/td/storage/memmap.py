@@ -17,6 +17,7 @@ Example:
 """
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 
@@ -48,8 +49,18 @@ def _parse_shape(args, shape, what: str):
     if len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].ndim == 2:
         return args[0]  # one row per nested tensor
     if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size, torch.Tensor)):
-        args = tuple(int(s) for s in args[0])
-    return torch.Size(args)
+        args = tuple(args[0].tolist()) if isinstance(args[0], torch.Tensor) else tuple(args[0])
+    dims = []
+    for s in args:  # int(2.5) would silently give 2; a negative size is a bare OSError from the file
+        if isinstance(s, bool):
+            raise TypeError(f"MemoryMappedTensor.{what}: the shape must hold ints, got {args!r}")
+        try:
+            dims.append(operator.index(s))
+        except TypeError:
+            raise TypeError(f"MemoryMappedTensor.{what}: the shape must hold ints, got {args!r}") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"MemoryMappedTensor.{what}: the shape {tuple(dims)} has a negative size")
+    return torch.Size(dims)
 
 
 def _check_device(device) -> None:

@@ -86,3 +86,35 @@ def test_update_inplace_with_a_missing_key_writes_nothing():
     with pytest.raises(KeyError, match=r"keys \['c'\] are not in the destination"):
         td.update_({"a": torch.ones(2), "c": torch.ones(2)})
     assert td["a"].tolist() == [0.0, 0.0]
+
+
+# -- td[index] = value -------------------------------------------------------------------
+def _two():
+    return TensorDict(a=torch.zeros(4, 3), b=torch.zeros(4), n={"x": torch.zeros(4, 2)}, batch_size=[4])
+
+
+@pytest.mark.parametrize("value", [torch.ones(3), TensorDict(a=torch.ones(3), b=torch.ones(5)),
+                                   TensorDict(c=torch.ones(2), b=torch.ones(5)), {"n": {"x": torch.ones(7)}}])
+def test_setitem_that_one_entry_refuses_writes_nothing(value):
+    td = _two()
+    with pytest.raises(ValueError, match=r"cannot set td\[0\]: entry .* does not broadcast to it"):
+        td[0] = value
+    assert td["a"].abs().sum() == 0 and td["b"].abs().sum() == 0 and set(td.keys()) == {"a", "b", "n"}
+
+
+def test_setitem_names_a_nested_entry_and_a_non_number_value():
+    td = _two()
+    with pytest.raises(ValueError, match=r"entry \('n', 'x'\) has shape \(2, 2\)"):
+        td[0:2] = TensorDict(n={"x": torch.ones(2, 3)}, batch_size=[2])
+    with pytest.raises(TypeError, match=r"entry 'a' is a tensor and the value for it is a str"):
+        td[0] = TensorDict(a="text")
+    assert td["a"].abs().sum() == 0
+
+
+def test_setitem_still_broadcasts_what_torch_broadcasts():
+    td = _two()
+    td[1] = 2.0
+    td[0] = TensorDict(a=torch.ones(1), b=torch.tensor(3.0), n={"x": [4.0, 5.0]})
+    td[2:4] = TensorDict(a=torch.full((2, 3), 6.0), batch_size=[2])
+    assert td["a"][:, 0].tolist() == [1.0, 2.0, 6.0, 6.0] and td["b"].tolist() == [3.0, 2.0, 0.0, 0.0]
+    assert td["n", "x"][0].tolist() == [4.0, 5.0]

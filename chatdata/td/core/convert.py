@@ -17,7 +17,7 @@ import torch
 
 from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, list_to_stack
 
-__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "is_tensor", "is_integer_dtype"]
+__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "check_fits", "is_tensor", "is_integer_dtype"]
 
 
 def is_integer_dtype(dtype: torch.dtype) -> bool:
@@ -154,3 +154,29 @@ def check_indexed_batch(target: torch.Size, source: torch.Size, index) -> None:
             f"indexed destination TensorDict batch size is {tuple(target)} (index {index!r}), which the source "
             f"batch size {tuple(source)} does not broadcast to; index the source the same way or reshape it"
         )
+
+
+def check_fits(target: tuple, src, key: tuple, index) -> None:
+    """``entry[index] = src`` for one tensor entry, ``target`` being ``entry[index]``'s shape: raise,
+    naming the entry, unless ``src`` is a number or broadcasts to ``target``.
+
+    Example:
+        >>> check_fits((3,), torch.ones(3), ("a",), 0)  # a row of a (4, 3) entry: fine
+    """
+    if isinstance(src, torch.Tensor):
+        shape = tuple(src.shape)
+    elif isinstance(src, NonTensorData):
+        return check_fits(target, src.data, key, index)
+    elif type(src).__module__ == "numpy" and hasattr(src, "shape"):
+        shape = tuple(src.shape)
+    elif isinstance(src, numbers.Number):
+        return
+    elif isinstance(src, (list, tuple)) and _all_numbers(src):
+        shape = tuple(torch.as_tensor(src).shape) if src else (0,)
+    else:
+        raise TypeError(f"cannot set td[{index!r}]: entry {key if len(key) > 1 else key[0]!r} is a tensor and the "
+                        f"value for it is a {type(src).__name__}; give a number or a tensor")
+    if shape != target and (len(shape) > len(target) or any(
+            s != t and s != 1 for s, t in zip(reversed(shape), reversed(target)))):
+        raise BatchSizeError(f"cannot set td[{index!r}]: entry {key if len(key) > 1 else key[0]!r} has shape {target} "
+                             f"there and the value's shape {shape} does not broadcast to it; nothing was written")

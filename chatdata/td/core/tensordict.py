@@ -18,7 +18,7 @@ import torch
 
 from ..nontensor import (Batched, BatchSizeError, LinkedList, NonTensorData, NonTensorStack, indexed_batch_size,
                          normalize_index)
-from .convert import check_batch, check_indexed_batch, is_collection, to_entry
+from .convert import check_batch, check_fits, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
 from .repr import td_repr
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
@@ -316,8 +316,33 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         idx = normalize_index(index, len(self._batch_size))
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size[:0])
+        self._check_set_at(idx, indexed_batch_size(self._batch_size, idx), value, index, ())
+        self._write_at(idx, value)
+
+    def _check_set_at(self, idx, target_bs, value, index, prefix) -> None:
+        """Refuse ``td[index] = value`` before anything is written when some existing tensor
+        entry could not take its part (shapes that do not broadcast, a value that is no number)."""
+        if type(value) in (int, float, bool, complex):  # a number fills any tensor
+            return
+        if isinstance(value, TensorDict):
+            if value._batch_size != target_bs:
+                check_indexed_batch(target_bs, value._batch_size, index)
+            pairs = value._tensordict.items()
+        elif is_collection(value):
+            check_indexed_batch(target_bs, value.batch_size, index)
+            pairs = ((k, value._get_raw(k) if hasattr(value, "_get_raw") else value.get(k)) for k in value.keys())
+        else:
+            pairs = ((k, value) for k in self._tensordict)
+        nb = len(self._batch_size)
+        for key, src in pairs:
+            dest = self._tensordict.get(key)
+            if isinstance(dest, TensorDict):
+                dest._check_set_at(idx, target_bs, src, index, prefix + (key,))
+            elif isinstance(dest, torch.Tensor) and not dest.is_nested:
+                check_fits(tuple(target_bs) + tuple(dest.shape[nb:]), src, prefix + (key,), index)
+
+    def _write_at(self, idx, value) -> None:
         if isinstance(value, (TensorDict,)) or is_collection(value):
-            check_indexed_batch(indexed_batch_size(self._batch_size, idx), value.batch_size, index)
             for key in value.keys():
                 src = value._get_raw(key) if hasattr(value, "_get_raw") else value.get(key)
                 if key not in self._tensordict:  # a new key: allocate it, then write the part

@@ -118,3 +118,35 @@ def test_setitem_still_broadcasts_what_torch_broadcasts():
     td[2:4] = TensorDict(a=torch.full((2, 3), 6.0), batch_size=[2])
     assert td["a"][:, 0].tolist() == [1.0, 2.0, 6.0, 6.0] and td["b"].tolist() == [3.0, 2.0, 0.0, 0.0]
     assert td["n", "x"][0].tolist() == [4.0, 5.0]
+
+
+# -- update / update_ / set(inplace=True) ------------------------------------------------
+@pytest.mark.parametrize("src", [{"a": torch.ones(4, 3), "z": torch.ones(7)},
+                                 {"a": torch.ones(4, 3), "n": {"x": torch.ones(5)}},
+                                 {"b": torch.ones(4), "new": {"deep": torch.ones(3)}}])
+def test_a_refused_update_changes_nothing(src):
+    td = _two()
+    with pytest.raises(ValueError, match="batch dimension mismatch"):
+        td.update(src)
+    assert td["a"].abs().sum() == 0 and td["b"].abs().sum() == 0 and set(td.keys()) == {"a", "b", "n"}
+    assert set(td["n"].keys()) == {"x"}
+
+
+@pytest.mark.parametrize("how", ["update_", "update-inplace"])
+def test_a_refused_in_place_update_writes_nothing(how):
+    td = _two()
+    src = {"b": torch.ones(4), "n": {"x": torch.ones(4, 5)}}
+    with pytest.raises(ValueError, match=r"cannot write in place: entry \('n', 'x'\) has shape \(4, 2\)"):
+        td.update_(src) if how == "update_" else td.update(src, inplace=True)
+    assert td["b"].abs().sum() == 0
+    with pytest.raises(KeyError, match=r"keys \['y'\] of 'n' are not in the destination"):
+        td.update_({"b": torch.ones(4), "n": {"y": torch.ones(4)}})
+    assert td["b"].abs().sum() == 0
+
+
+def test_set_inplace_with_a_wrong_shape_names_the_entry():
+    td = _two()
+    with pytest.raises(ValueError, match=r"cannot write entry 'b' of shape \(4,\) in place with a value of shape \(3,\)"):
+        td.set("b", torch.ones(3), inplace=True)
+    td.set("b", torch.ones(1), inplace=True)  # broadcasting still works
+    assert td["b"].tolist() == [1.0] * 4

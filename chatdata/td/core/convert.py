@@ -156,17 +156,18 @@ def check_indexed_batch(target: torch.Size, source: torch.Size, index) -> None:
         )
 
 
-def check_fits(target: tuple, src, key: tuple, index) -> None:
-    """``entry[index] = src`` for one tensor entry, ``target`` being ``entry[index]``'s shape: raise,
-    naming the entry, unless ``src`` is a number or broadcasts to ``target``.
+def check_fits(target: tuple, src, key: tuple, what: str) -> None:
+    """Writing ``src`` into the part of a tensor entry of shape ``target`` (``td[i] = ...``, an
+    in-place update): raise, naming the entry and ``what`` was refused, unless ``src`` is a number
+    or broadcasts to ``target``.
 
     Example:
-        >>> check_fits((3,), torch.ones(3), ("a",), 0)  # a row of a (4, 3) entry: fine
+        >>> check_fits((3,), torch.ones(3), ("a",), "set td[0]")  # a row of a (4, 3) entry: fine
     """
     if isinstance(src, torch.Tensor):
         shape = tuple(src.shape)
     elif isinstance(src, NonTensorData):
-        return check_fits(target, src.data, key, index)
+        return check_fits(target, src.data, key, what)
     elif type(src).__module__ == "numpy" and hasattr(src, "shape"):
         shape = tuple(src.shape)
     elif isinstance(src, numbers.Number):
@@ -174,9 +175,9 @@ def check_fits(target: tuple, src, key: tuple, index) -> None:
     elif isinstance(src, (list, tuple)) and _all_numbers(src):
         shape = tuple(torch.as_tensor(src).shape) if src else (0,)
     else:
-        raise TypeError(f"cannot set td[{index!r}]: entry {key if len(key) > 1 else key[0]!r} is a tensor and the "
+        raise TypeError(f"cannot {what}: entry {key if len(key) > 1 else key[0]!r} is a tensor and the "
                         f"value for it is a {type(src).__name__}; give a number or a tensor")
     if shape != target and (len(shape) > len(target) or any(
             s != t and s != 1 for s, t in zip(reversed(shape), reversed(target)))):
-        raise BatchSizeError(f"cannot set td[{index!r}]: entry {key if len(key) > 1 else key[0]!r} has shape {target} "
+        raise BatchSizeError(f"cannot {what}: entry {key if len(key) > 1 else key[0]!r} has shape {target} "
                              f"there and the value's shape {shape} does not broadcast to it; nothing was written")

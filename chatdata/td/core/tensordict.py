@@ -339,7 +339,7 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
             if isinstance(dest, TensorDict):
                 dest._check_set_at(idx, target_bs, src, index, prefix + (key,))
             elif isinstance(dest, torch.Tensor) and not dest.is_nested:
-                check_fits(tuple(target_bs) + tuple(dest.shape[nb:]), src, prefix + (key,), index)
+                check_fits(tuple(target_bs) + tuple(dest.shape[nb:]), src, prefix + (key,), f"set td[{index!r}]")
 
     def _write_at(self, idx, value) -> None:
         if isinstance(value, (TensorDict,)) or is_collection(value):
@@ -424,29 +424,48 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
             yield k, self.get(k)
 
     def update(self, input_dict_or_td, clone: bool = False, inplace: bool = False, keys_to_update=None, **kwargs) -> "TensorDict":
-        """Merge entries from a dict or TensorDict (nested collections merge recursively)."""
+        """Merge entries from a dict or TensorDict (nested collections merge recursively).
+        Every value is converted and checked before the first is set: a refused update changes nothing."""
         keys_to_update = None if keys_to_update is None else {unravel_key(k) for k in keys_to_update}
-        src = input_dict_or_td._tensordict if isinstance(input_dict_or_td, TensorDict) else input_dict_or_td
+        plan: list = []
+        self._plan_update(input_dict_or_td, clone, inplace, keys_to_update, plan)
+        for node, key, value, converted in plan:
+            if converted:  # a checked entry for a str key: what set() would store
+                node._tensordict[key] = value
+            else:
+                node.set(key, value, inplace=inplace)
+        return self
+
+    def _plan_update(self, src, clone: bool, inplace: bool, keys_to_update, plan: list, prefix: tuple = ()) -> None:
+        """``(collection, key, value, converted)`` for every set an update makes, each value
+        converted into an entry and checked against its collection (nothing is set here)."""
+        src = src._tensordict if isinstance(src, TensorDict) else src
         for key, value in src.items():
             if keys_to_update is not None and not any(k[0] == key for k in keys_to_update):
                 continue
             target = self._tensordict.get(key)
             if isinstance(target, TensorDict) and isinstance(value, (dict, TensorDict)):
                 sub_keys = None if keys_to_update is None else [k[1:] for k in keys_to_update if k[0] == key and len(k) > 1] or None
-                target.update(value, clone=clone, inplace=inplace, keys_to_update=sub_keys)
+                target._plan_update(value, clone, inplace, None if sub_keys is None else set(sub_keys), plan, prefix + (key,))
                 continue
             if clone and hasattr(value, "clone"):
                 value = value.clone()
-            self.set(key, value, inplace=inplace)
-        return self
+            converted = False
+            if target is not None and (inplace or self._is_locked):
+                _check_write(target, value, prefix + (key,))
+            elif isinstance(key, str):
+                if target is None:
+                    self._check_unlocked("add", key)
+                value = to_entry(value, self._batch_size, self._device, key, TensorDict)
+                check_batch(key, value, self._batch_size)
+                converted = True
+            plan.append((self, key, value, converted))
 
     def update_(self, input_dict_or_td, clone: bool = False, keys_to_update=None) -> "TensorDict":
-        """Write every entry of the input into the existing entries, in place."""
+        """Write every entry of the input into the existing entries, in place (every key and
+        shape is checked first: a refused update_ writes nothing)."""
         src = input_dict_or_td._tensordict if isinstance(input_dict_or_td, TensorDict) else input_dict_or_td
-        missing = [key for key in src if key not in self._tensordict]
-        if missing:  # checked before any write, so a refused update_ changes nothing
-            raise KeyError(f"update_: keys {missing} are not in the destination TensorDict (it has "
-                           f"{sorted(self._tensordict)}); use update() to add new keys")
+        _check_write(self, src, ())
         for key, value in src.items():
             _write_into(self._tensordict[key], value, key)
         return self
@@ -592,6 +611,23 @@ def _allocate_like(src, batch_size, src_batch_dims: int, device):
     raise TypeError(f"cannot allocate a new entry like a {type(src).__name__}")
 
 
+def _check_write(dest, value, key: tuple) -> None:
+    """Raise before :func:`_write_into` writes anything when ``dest`` (nested keys too) could not
+    take ``value``: a key it lacks, a tensor whose shape does not broadcast to the entry's."""
+    if isinstance(dest, torch.Tensor):
+        if not (isinstance(value, torch.Tensor) and value.shape == dest.shape) and not dest.is_nested:
+            check_fits(tuple(dest.shape), value, key, "write in place")
+    elif isinstance(dest, TensorDict) and isinstance(value, (dict, TensorDict)):
+        src = value._tensordict if isinstance(value, TensorDict) else value
+        missing = [k for k in src if k not in dest._tensordict]
+        if missing:
+            where = f" of {key if len(key) > 1 else key[0]!r}" if key else ""
+            raise KeyError(f"update_: keys {missing}{where} are not in the destination TensorDict (it has "
+                           f"{sorted(dest._tensordict)}); use update() to add new keys")
+        for k, v in src.items():
+            _check_write(dest._tensordict[k], v, key + (k,))
+
+
 def _write_into(dest, value, key) -> None:
     """Copy ``value`` into the existing entry ``dest`` in place."""
     if isinstance(dest, torch.Tensor):
@@ -603,7 +639,11 @@ def _write_into(dest, value, key) -> None:
             except (TypeError, ValueError, RuntimeError) as err:
                 raise RuntimeError(f"Cannot update an existing tensor entry {key!r} in place with a "
                                    f"{type(value).__name__} ({err}); set it without inplace=True to replace it") from None
-        dest.copy_(value)
+        try:
+            dest.copy_(value)
+        except RuntimeError as err:  # torch's message names neither the entry nor the shapes
+            raise BatchSizeError(f"cannot write entry {key!r} of shape {tuple(dest.shape)} in place with a value of shape "
+                                 f"{tuple(value.shape)} ({err}); set it without inplace=True to replace it") from None
     elif isinstance(dest, TensorDict):
         dest.update_(value)
     elif isinstance(dest, NonTensorStack):

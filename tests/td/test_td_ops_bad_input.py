@@ -150,3 +150,12 @@ def test_set_inplace_with_a_wrong_shape_names_the_entry():
         td.set("b", torch.ones(3), inplace=True)
     td.set("b", torch.ones(1), inplace=True)  # broadcasting still works
     assert td["b"].tolist() == [1.0] * 4
+
+
+def test_a_key_tuple_with_a_non_str_part_is_a_key_error_not_an_index_error():
+    td = _two()
+    with pytest.raises(TypeError, match=r"keys must be str or tuples of str, got int \(1\)"):
+        td["a", 1]
+    with pytest.raises(TypeError, match=r"keys must be str or tuples of str"):
+        td["n", 0] = torch.ones(4)
+    assert set(td["n"].keys()) == {"x"} and td[0, ...].batch_size == ()

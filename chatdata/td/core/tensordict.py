@@ -35,9 +35,12 @@ class LockedError(RuntimeError):
 
 
 def _is_key(index) -> bool:
+    """A str, or a tuple naming a nested key. A tuple that mixes str with other things is taken
+    for a key too, so ``td["a", 1]`` is a TypeError about the key, not an index error about "a"."""
     if isinstance(index, str):
         return True
-    return isinstance(index, tuple) and len(index) > 0 and all(isinstance(i, (str, tuple)) for i in index)
+    return isinstance(index, tuple) and len(index) > 0 and (
+        all(isinstance(i, (str, tuple)) for i in index) or any(isinstance(i, str) for i in index))
 
 
 def _as_batch_size(batch_size) -> torch.Size:

@@ -3,7 +3,7 @@ a clear error, and a refused call leaves the TensorDict as it was."""
 import pytest
 import torch
 
-from chatdata.td import TensorDict
+from chatdata.td import NonTensorData, NonTensorStack, TensorDict
 
 
 def _td(**entries):
@@ -159,3 +159,21 @@ def test_a_key_tuple_with_a_non_str_part_is_a_key_error_not_an_index_error():
     with pytest.raises(TypeError, match=r"keys must be str or tuples of str"):
         td["n", 0] = torch.ones(4)
     assert set(td["n"].keys()) == {"x"} and td[0, ...].batch_size == ()
+
+
+# -- batch sizes of non-tensor leaves, from_dict(auto_batch_size=True) --------------------
+@pytest.mark.parametrize("make", [lambda bs: NonTensorData("a", batch_size=bs),
+                                  lambda bs: NonTensorStack.from_list(["a"], batch_size=bs)])
+def test_non_tensor_batch_sizes_are_checked_like_tensordicts(make):
+    with pytest.raises(ValueError, match=r"batch_size \(-1,\) has negative dims"):
+        make([-1])
+    with pytest.raises(TypeError, match="batch_size must be a sequence of ints"):
+        make([1.5])
+
+
+def test_to_dict_from_dict_auto_batch_size_round_trip_keeps_the_batch():
+    td = TensorDict(a=torch.arange(3), s=["x", "y", "z"], c="const", n={"b": torch.ones(3, 2)}, batch_size=[3])
+    back = TensorDict.from_dict(td.to_dict(), auto_batch_size=True, batch_dims=1)
+    assert back.batch_size == (3,) and back.get("c").batch_size == (3,) and back[1]["c"] == "const"
+    with pytest.raises(ValueError, match="batch_dims must be a non-negative int"):
+        TensorDict.from_dict(td.to_dict(), batch_dims=-1)

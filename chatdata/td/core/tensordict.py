@@ -16,8 +16,8 @@ import types
 
 import torch
 
-from ..nontensor import (Batched, BatchSizeError, LinkedList, NonTensorData, NonTensorStack, indexed_batch_size,
-                         normalize_index)
+from ..nontensor import (Batched, BatchSizeError, LinkedList, NonTensorData, NonTensorStack, as_batch_size,
+                         indexed_batch_size, normalize_index)
 from .convert import check_batch, check_fits, check_indexed_batch, is_collection, to_entry
 from .keys import unravel_key
 from .repr import td_repr
@@ -41,20 +41,6 @@ def _is_key(index) -> bool:
         return True
     return isinstance(index, tuple) and len(index) > 0 and (
         all(isinstance(i, (str, tuple)) for i in index) or any(isinstance(i, str) for i in index))
-
-
-def _as_batch_size(batch_size) -> torch.Size:
-    if batch_size is None:
-        return torch.Size([])
-    if isinstance(batch_size, int):
-        batch_size = [batch_size]
-    try:
-        bs = torch.Size(batch_size)
-    except TypeError:
-        raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
-    if any(s < 0 for s in bs):
-        raise BatchSizeError(f"batch_size {tuple(bs)} has negative dims")
-    return bs
 
 
 class _KeysView:
@@ -110,7 +96,7 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         if source is not None and not isinstance(source, (dict, TensorDict)):
             raise TypeError(f"TensorDict source must be a dict or a TensorDict, got {type(source).__name__}")
         self._tensordict: dict[str, Any] = {}
-        self._batch_size = _as_batch_size(batch_size)
+        self._batch_size = as_batch_size(batch_size)
         self._device = None if device is None else torch.device(device)
         self._is_locked = False
         self._is_shared = False
@@ -158,11 +144,16 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         return td
 
     def auto_batch_size_(self, batch_dims: int | None = None) -> "TensorDict":
-        """Set the batch size to the longest leading shape shared by every entry."""
+        """Set the batch size to the longest leading shape shared by every entry (a constant
+        NonTensorData fits any batch size, so it does not limit it, and takes the one found)."""
+        if batch_dims is not None and (not isinstance(batch_dims, int) or batch_dims < 0):
+            raise ValueError(f"batch_dims must be a non-negative int or None, got {batch_dims!r}")
         shapes = []
         for v in self._tensordict.values():
             if is_collection(v):
                 v.auto_batch_size_(batch_dims) if hasattr(v, "auto_batch_size_") else None
+            elif isinstance(v, NonTensorData):
+                continue
             shapes.append(tuple(v.shape if isinstance(v, torch.Tensor) else v.batch_size))
         common = []
         if shapes:
@@ -171,6 +162,9 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
                     break
                 common.append(dims[0])
         self._batch_size = torch.Size(common)
+        for k, v in self._tensordict.items():
+            if isinstance(v, NonTensorData) and v.batch_size != self._batch_size:
+                self._tensordict[k] = NonTensorData(v.data, batch_size=self._batch_size, device=v.device)
         return self
 
     # -- basic properties ----------------------------------------------------------------
@@ -180,7 +174,7 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
 
     @batch_size.setter
     def batch_size(self, value) -> None:
-        bs = _as_batch_size(value)
+        bs = as_batch_size(value)
         for k, v in self._tensordict.items():
             check_batch(k, v, bs)
         self._batch_size = bs

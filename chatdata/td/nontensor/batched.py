@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["Batched", "normalize_index", "dummy", "BatchSizeError", "indexed_batch_size"]
+__all__ = ["Batched", "normalize_index", "dummy", "BatchSizeError", "indexed_batch_size", "as_batch_size"]
 
 
 class BatchSizeError(ValueError, RuntimeError):
@@ -36,6 +36,28 @@ class EmptyBatchIndexError(IndexError, RuntimeError):
 def dummy(batch_size: Sequence[int]) -> torch.Tensor:
     """A zero-stride tensor of shape ``batch_size`` used to compute result shapes cheaply."""
     return torch.zeros((), dtype=torch.uint8).expand(tuple(batch_size))
+
+
+def as_batch_size(batch_size) -> torch.Size:
+    """A user's ``batch_size`` (None, an int or a sequence of non-negative ints) as a Size.
+
+    Example:
+        >>> as_batch_size(3), as_batch_size([2, 0])
+        (torch.Size([3]), torch.Size([2, 0]))
+    """
+    if batch_size is None:
+        return torch.Size([])
+    if type(batch_size) is torch.Size and all(s >= 0 for s in batch_size):
+        return batch_size
+    if isinstance(batch_size, int):
+        batch_size = [batch_size]
+    try:
+        bs = torch.Size(batch_size)
+    except TypeError:
+        raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
+    if any(s < 0 for s in bs):
+        raise BatchSizeError(f"batch_size {tuple(bs)} has negative dims")
+    return bs
 
 
 def _is_int(value) -> bool:

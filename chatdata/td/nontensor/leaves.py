@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .batched import Batched, dummy, indexed_batch_size, normalize_index
+from .batched import Batched, as_batch_size, dummy, indexed_batch_size, normalize_index
 from .pool import Pool
 from .nested_lists import _flatten_to, _infer_shape, _nested_list
 from .columns import ColumnMethods
@@ -66,7 +66,7 @@ class NonTensorData(_StateFlags, Batched):
         if isinstance(data, NonTensorData):
             data = data.data
         self._data = data
-        self._batch_size = torch.Size(batch_size if batch_size is not None else ())
+        self._batch_size = batch_size if type(batch_size) is torch.Size else as_batch_size(batch_size)  # a Size comes from our ops
         self._device = _device(device)
 
     @property
@@ -132,7 +132,7 @@ class NonTensorData(_StateFlags, Batched):
 
     @batch_size.setter
     def batch_size(self, value):
-        self._batch_size = torch.Size(value)
+        self._batch_size = as_batch_size(value)
 
     @property
     def device(self):
@@ -280,7 +280,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         if len(items) == 1 and isinstance(items[0], (list, tuple)):
             items = tuple(items[0])
         if not items:
-            self._init(torch.zeros(tuple(batch_size or (0,)), dtype=torch.long), Pool.from_values([]), device)
+            self._init(torch.zeros(tuple(as_batch_size(batch_size) or (0,)), dtype=torch.long), Pool.from_values([]), device)
             return
         # torch.stack dispatches to chatdata.td.core.functional (the stacking of every container)
         stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
@@ -374,7 +374,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         if batch_size is None:
             shape, flat = _infer_shape(values)
         else:
-            shape = torch.Size(batch_size)
+            shape = as_batch_size(batch_size)
             flat = _flatten_to(values, shape)
         pool = Pool.from_values(flat)
         index = range(len(flat)) if len(shape) == 1 else torch.arange(len(flat), dtype=torch.long).reshape(shape)

@@ -177,3 +177,12 @@ def test_to_dict_from_dict_auto_batch_size_round_trip_keeps_the_batch():
     assert back.batch_size == (3,) and back.get("c").batch_size == (3,) and back[1]["c"] == "const"
     with pytest.raises(ValueError, match="batch_dims must be a non-negative int"):
         TensorDict.from_dict(td.to_dict(), batch_dims=-1)
+
+
+@pytest.mark.parametrize("value", [0, 7.5, torch.tensor(7.0)])
+def test_setitem_of_a_number_leaves_text_columns_alone(value):
+    td = TensorDict(a=torch.ones(3), s=["x", "y", "z"], c="const", batch_size=[3])
+    td[0] = value  # used to write the number into "s" and "c" as well
+    assert td["a"][0].item() == float(value) and td["s"].tolist() == ["x", "y", "z"] and td["c"] == "const"
+    td[1] = TensorDict(s="w", batch_size=[])  # a collection still writes text
+    assert td["s"].tolist() == ["x", "w", "z"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import numbers
 import types
 
 import torch
@@ -347,7 +348,10 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
                     self._tensordict[key] = _allocate_like(src, self._batch_size, len(value.batch_size), self._device)
                 self._set_leaf_at(key, idx, src)
             return
+        numeric = isinstance(value, (torch.Tensor, numbers.Number))
         for key in list(self._tensordict):
+            if numeric and isinstance(self._tensordict[key], (NonTensorData, NonTensorStack)):
+                continue  # td[i] = 0 fills the tensors; it never writes 0 into a text column
             self._set_leaf_at(key, idx, value)
 
     def _set_leaf_at(self, key: str, idx, src) -> None:

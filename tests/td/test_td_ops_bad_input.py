@@ -186,3 +186,20 @@ def test_setitem_of_a_number_leaves_text_columns_alone(value):
     assert td["a"][0].item() == float(value) and td["s"].tolist() == ["x", "y", "z"] and td["c"] == "const"
     td[1] = TensorDict(s="w", batch_size=[])  # a collection still writes text
     assert td["s"].tolist() == ["x", "w", "z"]
+
+
+# -- numpy indices (np.argmax, np.random.permutation ...) ----------------------------------
+def test_numpy_indices_work_as_torch_ones_and_float_arrays_are_refused():
+    import numpy as np
+
+    from chatdata.td import RaggedTensorDict
+
+    td = TensorDict(a=torch.arange(6).reshape(2, 3), s=[["a", "b", "c"], ["d", "e", "f"]], batch_size=[2, 3])
+    assert td[np.int64(1)]["s"].tolist() == ["d", "e", "f"]
+    assert td[np.array([1, 0])]["a"][:, 0].tolist() == [3, 0]
+    assert td[np.array([True, False])].batch_size == (1, 3)
+    assert td[np.int32(1), np.array([2, 0])]["a"].tolist() == [5, 3]
+    with pytest.raises(IndexError, match="numpy indices must hold ints or bools"):
+        td[np.array([0.5])]
+    r = RaggedTensorDict(TensorDict(x=torch.arange(5), batch_size=[5]), torch.tensor([0, 2, 5]))
+    assert r[np.int64(1)]["x"].tolist() == [2, 3, 4]  # was "a ragged stack takes 1-D selections of items"

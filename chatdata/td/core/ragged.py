@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, is_non_tensor
+from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, from_numpy_index, is_non_tensor
 from .convert import is_integer_dtype
 from .repr import indent
 
@@ -196,6 +196,8 @@ class RaggedTensorDict(Batched):
         if not index:
             return self
         first, rest = index[0], index[1:]
+        if type(first).__module__ == "numpy":  # np.int64(1) is no int: it would be taken for a selection
+            first = from_numpy_index(first)
         if type(first) is bool or (isinstance(first, torch.Tensor) and first.dtype is torch.bool and first.ndim == 0):
             # torch reads True / False as a new dim of size 1 / 0 (as None); a ragged stack cannot add
             # one, and taking them as the ints 1 / 0 would return the wrong item

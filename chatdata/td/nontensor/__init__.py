@@ -20,7 +20,8 @@ Example:
     >>> NonTensorStack.from_list(["a", "b", "c"])[1:].tolist()
     ['b', 'c']
 """
-from .batched import Batched, BatchSizeError, as_batch_size, dummy, indexed_batch_size, normalize_index
+from .batched import (Batched, BatchSizeError, as_batch_size, dummy, from_numpy_index, indexed_batch_size,
+                      normalize_index)
 from .leaves import NonTensorData, NonTensorStack, is_non_tensor
 from .linkedlist import LinkedList
 from .pool import Pool, pack_strings, to_json, to_json_texts
@@ -30,5 +31,6 @@ from .switches import (capture_non_tensor_stack, lazy_legacy, list_to_stack, set
 __all__ = [
     "NonTensorData", "NonTensorStack", "is_non_tensor", "LinkedList", "Pool", "pack_strings", "to_json", "to_json_texts",
     "set_list_to_stack", "list_to_stack", "set_capture_non_tensor_stack", "capture_non_tensor_stack",
-    "lazy_legacy", "Batched", "BatchSizeError", "as_batch_size", "dummy", "indexed_batch_size", "normalize_index",
+    "lazy_legacy", "Batched", "BatchSizeError", "as_batch_size", "from_numpy_index", "dummy", "indexed_batch_size",
+    "normalize_index",
 ]

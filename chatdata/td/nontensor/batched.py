@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["Batched", "normalize_index", "dummy", "BatchSizeError", "indexed_batch_size", "as_batch_size"]
+__all__ = ["Batched", "normalize_index", "dummy", "BatchSizeError", "indexed_batch_size", "as_batch_size", "from_numpy_index"]
 
 
 class BatchSizeError(ValueError, RuntimeError):
@@ -93,6 +93,8 @@ def normalize_index(index, batch_ndim: int):
         return index  # the hot path: one int or slice on the first batch dim
     items = []
     for it in index:
+        if type(it).__module__ == "numpy":  # np.int64(3), np.array([0, 2]), a bool mask: as torch takes them
+            it = from_numpy_index(it)
         if isinstance(it, (list, range)):
             try:
                 it = torch.as_tensor(list(it)) if len(it) else torch.zeros(0, dtype=torch.long)
@@ -132,6 +134,18 @@ def normalize_index(index, batch_ndim: int):
         pos = next(i for i, it in enumerate(items) if it is Ellipsis)
         items[pos : pos + 1] = [slice(None)] * (batch_ndim - used)
     return tuple(items)
+
+
+def from_numpy_index(it):
+    """A numpy index (an integer or bool scalar, an int or bool array) as the int, bool or tensor
+    torch takes; IndexError for any other dtype."""
+    kind = getattr(getattr(it, "dtype", None), "kind", "")
+    if kind not in ("b", "i", "u"):
+        raise IndexError(f"numpy indices must hold ints or bools, got {type(it).__name__} of dtype {getattr(it, 'dtype', None)}")
+    if getattr(it, "ndim", 0) == 0:
+        return bool(it) if kind == "b" else int(it)
+    t = torch.as_tensor(it)
+    return t if t.dtype in (torch.bool, torch.long) else t.long()
 
 
 def _resolve_shape(shape, numel: int) -> tuple:

@@ -63,3 +63,12 @@ def test_memory_mapped_tensor_shapes_are_ints_not_truncated(tmp_path, shape, err
         MemoryMappedTensor.empty(*shape)
     assert not (tmp_path / "t").exists()
     assert MemoryMappedTensor.zeros(torch.tensor([2, 3])).shape == (2, 3)
+
+
+def test_from_tensor_with_another_shape_is_refused_before_a_file_is_made(tmp_path):
+    with pytest.raises(ValueError, match=r"shape \(5,\) differs from the input's \(3,\); pass copy_data=False"):
+        MemoryMappedTensor.from_tensor(torch.arange(3.0), shape=(5,), filename=tmp_path / "a")
+    with pytest.raises(ValueError, match="negative size"):
+        MemoryMappedTensor.from_tensor(torch.arange(3.0), shape=(-3,), copy_data=False)
+    assert not (tmp_path / "a").exists()
+    assert MemoryMappedTensor.from_tensor(torch.arange(3.0), shape=(5,), copy_data=False).shape == (5,)

@@ -210,7 +210,10 @@ class MemoryMappedTensor(torch.Tensor):
             if copy_data and input.size(0):
                 _nested_buffer(out).copy_(torch.cat([t.reshape(-1) for t in input.unbind()]))
             return out
-        shape = input.shape if shape is None else torch.Size(shape)
+        shape = input.shape if shape is None else _parse_shape((shape,), None, "from_tensor")
+        if copy_data and shape != input.shape:  # refused before a file is made
+            raise ValueError(f"MemoryMappedTensor.from_tensor: shape {tuple(shape)} differs from the input's "
+                             f"{tuple(input.shape)}; pass copy_data=False to allocate a tensor of another shape")
         out = cls._allocate(shape, input.dtype, filename, existsok)
         if copy_data and out.numel():
             out.as_subclass(torch.Tensor).copy_(input.detach().as_subclass(torch.Tensor))

@@ -203,3 +203,10 @@ def test_numpy_indices_work_as_torch_ones_and_float_arrays_are_refused():
         td[np.array([0.5])]
     r = RaggedTensorDict(TensorDict(x=torch.arange(5), batch_size=[5]), torch.tensor([0, 2, 5]))
     assert r[np.int64(1)]["x"].tolist() == [2, 3, 4]  # was "a ragged stack takes 1-D selections of items"
+
+
+def test_where_with_one_number_or_tensor_for_every_leaf():
+    td = TensorDict(a=torch.arange(6.0).reshape(2, 3), b=torch.ones(2, 3, 4), batch_size=[2, 3])
+    cond = torch.tensor([[True, False, True], [False, True, False]])
+    assert td.where(cond, 0)["a"].tolist() == [[0.0, 0.0, 2.0], [0.0, 4.0, 0.0]]  # was "'int' object has no attribute 'get'"
+    assert td.where(cond, torch.tensor(-1.0))["b"][0, 1].tolist() == [-1.0] * 4

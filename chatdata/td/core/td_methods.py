@@ -12,6 +12,7 @@ Example:
 """
 from __future__ import annotations
 
+import numbers
 import operator
 
 import torch
@@ -295,7 +296,10 @@ class ExtraMethods:
             cond = condition.reshape(condition.shape + (1,) * (a.ndim - condition.ndim)) if a.ndim > nb else condition
             return torch.where(cond, a, b)
 
-        res = self.apply(fn, other)
+        if isinstance(other, (numbers.Number, torch.Tensor)):  # one value for every leaf (it was "'int' has no 'get'")
+            res = self.apply(lambda a: fn(a, other))
+        else:
+            res = self.apply(fn, other)
         if out is not None:
             out.update_(res)
             return out

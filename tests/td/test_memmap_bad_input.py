@@ -72,3 +72,18 @@ def test_from_tensor_with_another_shape_is_refused_before_a_file_is_made(tmp_pat
         MemoryMappedTensor.from_tensor(torch.arange(3.0), shape=(-3,), copy_data=False)
     assert not (tmp_path / "a").exists()
     assert MemoryMappedTensor.from_tensor(torch.arange(3.0), shape=(5,), copy_data=False).shape == (5,)
+
+
+def test_a_tensorclass_load_memmap_of_a_folder_with_other_keys_is_refused(tmp_path):
+    from chatdata.td import tensorclass
+
+    @tensorclass
+    class Pair:
+        a: torch.Tensor
+        b: str = "x"
+
+    TensorDict(zz=torch.zeros(2), batch_size=[2]).memmap(tmp_path / "t")
+    with pytest.raises(ValueError, match=r"holds \['zz'\], which are not fields of Pair"):
+        Pair.load_memmap(tmp_path / "t")  # was a Pair whose a is None, with zz hidden inside
+    TensorDict(a=torch.ones(2), batch_size=[2]).memmap(tmp_path / "ok")
+    assert Pair.load_memmap(tmp_path / "ok").a.tolist() == [1.0, 1.0]

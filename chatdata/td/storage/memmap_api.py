@@ -202,6 +202,10 @@ def _load_memmap_cls(cls, prefix, device=None, non_blocking: bool = False, *, ou
     # a saved tensorclass comes back as its own class, whichever class's load_memmap was called
     if isinstance(res, cls) or not hasattr(cls, "_from_storage") or out is not None or hasattr(res, "_from_storage"):
         return res
+    extra = {k for k in res.keys() if not k.startswith("_")} - set(cls._field_names) if hasattr(res, "keys") else ()
+    if extra:  # a TensorDict folder with keys the class has no field for: not this class's data
+        raise ValueError(f"{cls.__name__}.load_memmap({str(prefix)!r}): the folder holds {sorted(extra)}, which are not "
+                         f"fields of {cls.__name__} (fields: {list(cls._field_names)}); load it with load_memmap()")
     return cls._from_storage(res)
 
 

@@ -455,10 +455,14 @@ def test_token_rows_collate_like_the_same_rows_as_dicts(rows, id_dtype, mask_dty
     offsets = torch.tensor([0] + np.cumsum([len(r) for r in rows]).tolist())
     flat = TokenRows(ids.to(id_dtype), (masks != 0) if mask_dtype == torch.bool else masks.to(mask_dtype), offsets)
     dicts = [{"input_ids": [i for i, _ in r], "assistant_masks": [m != 0 for _, m in r]} for r in rows]
+    if not ids.numel():  # every row empty: both refuse, as collate_padding_free does
+        for rows_ in (flat, dicts):
+            with pytest.raises(ValueError, match="all empty"):
+                collate_padded(rows_, 0)
+        return
     padded = collate_padded(flat, 0), collate_padded(dicts, 0)
     assert all(torch.equal(padded[0][k], padded[1][k]) for k in padded[1])
-    if ids.numel():
-        a, b = collate_padding_free(flat), collate_padding_free(dicts)
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k]
-                                            for k in a)
-        assert a["labels"].dtype == a["input_ids"].dtype == torch.int64
+    a, b = collate_padding_free(flat), collate_padding_free(dicts)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k]
+                                        for k in a)
+    assert a["labels"].dtype == a["input_ids"].dtype == torch.int64

@@ -21,13 +21,25 @@ def positive_int(text: str) -> int:
     """
     import argparse
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    v = int_arg(text)
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be > 0")
     return v
+
+
+def int_arg(text: str) -> int:
+    """``text`` as an int for an argparse ``type``, else a usage error saying it is not one.
+
+    Example:
+        >>> int_arg("-3")
+        -3
+    """
+    import argparse
+
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
 def say(*args, **kwargs) -> None:

@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .common import CLIError, checked_template, load_tokenizer, positive_int, read_template_file, say
+from .common import CLIError, checked_template, int_arg, load_tokenizer, positive_int, read_template_file, say
 
 KEEP_ALIVE_S = 20  # seconds an idle client connection stays open (see run())
 HELP = "serve an OpenAI-compatible gateway that records every session as token data"
@@ -36,10 +36,7 @@ def port_number(text: str) -> int:
     """
     import argparse
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    v = int_arg(text)
     if not 0 <= v <= 65535:
         raise argparse.ArgumentTypeError(f"{v} is not a port: give 1 to 65535, or 0 to pick a free one")
     return v

@@ -30,6 +30,7 @@ Example:
 """
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence
@@ -130,6 +131,29 @@ class TrainSelection:
             last = max((k for k, w in enumerate(out) if w > 0), default=-1)
             out = [w if k == last else 0.0 for k, w in enumerate(out)]
         return out
+
+    def check_named_roles(self, present) -> None:
+        """Raise ValueError for a role that ``train_on`` or a ``loss_weights`` dict names, that no
+        message has (``present``: the roles of the chats), while a role spelt almost the same is
+        there: a misspelt role (``"asistant"``, ``"Assistant"``) silently trains nothing.
+
+        Example:
+            >>> TrainSelection(train_on=["asistant"]).check_named_roles({"user", "assistant"})
+            Traceback (most recent call last):
+            ...
+            ValueError: train_on names the role 'asistant', which no message has; the chats have 'assistant': a misspelt role trains nothing
+        """
+        roles = sorted(r for r in present if isinstance(r, str))
+        for what, named in (("train_on", self.train_on),
+                            ("loss_weights", self.loss_weights if isinstance(self.loss_weights, Mapping) else ())):
+            for role in named:
+                if role in present:
+                    continue
+                close = [r for r in roles if r.casefold() == role.casefold()] or \
+                    difflib.get_close_matches(role, roles, n=1, cutoff=0.8)
+                if close:
+                    raise ValueError(f"{what} names the role {role!r}, which no message has; the chats have "
+                                     f"{close[0]!r}: a misspelt role trains nothing")
 
     def __repr__(self) -> str:
         return (f"TrainSelection(train_on={list(self.train_on)!r}, last_turn_only={self.last_turn_only}, "

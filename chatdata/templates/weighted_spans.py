@@ -114,8 +114,10 @@ def render_chats_with_weights(
     profile = template_profile(renderer)
     fast = None
     out = []
+    present: set = set()  # the chats' roles: a role train_on / loss_weights names must be one (or far from all)
     for i, (chat, text, sp) in enumerate(zip(chats, texts, spans)):
         chat = prepare_chat(chat)
+        present.update(m.get("role") for m in chat)
         weights = sel.message_weights(chat)
 
         def where(k, reason, i=i, chat=chat):
@@ -151,4 +153,5 @@ def render_chats_with_weights(
             items += [WeightedSpan(s, e, weights[k], k, str(chat[k].get("role"))) for k in others for s, e in placed[k]]
         items.sort()
         out.append(items)
+    sel.check_named_roles(present)
     return texts, out

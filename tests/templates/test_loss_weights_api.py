@@ -163,6 +163,24 @@ def test_bad_options_fail_clearly(qwen_tok, kwargs, error, match):
         History.from_chats(CHAT).apply_chat_template(tokenizer=qwen_tok, add_generation_prompt=False, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(train_on=["asistant"]), "train_on names the role 'asistant', which no message has; the chats have 'assistant'"),
+    (dict(train_on=["assistant", "tools"]), "train_on names the role 'tools', .* the chats have 'tool'"),
+    (dict(loss_weights={"Assistant": 2.0}), "loss_weights names the role 'Assistant', .* the chats have 'assistant'"),
+])
+def test_a_misspelt_role_is_refused_not_silently_untrained(qwen_tok, kwargs, match):
+    # was: train_on=["asistant"] trained nothing, loss_weights={"Assistant": 2} kept every weight at 1
+    with pytest.raises(ValueError, match=match):
+        History.from_chats([CHAT, CHAT]).apply_chat_template(tokenizer=qwen_tok, **kwargs)
+
+
+def test_a_role_the_chats_lack_is_fine_when_nothing_is_spelt_like_it(qwen_tok):
+    # custom roles and roles a batch happens to lack are legitimate
+    chat = [m for m in CHAT if m["role"] != "tool" and not m.get("tool_calls")]
+    out = History.from_chats(chat).apply_chat_template(tokenizer=qwen_tok, train_on=["assistant", "tool", "critic"])
+    assert _learned(qwen_tok, out).count("Zqans") == 2
+
+
 def test_bad_message_weight_names_the_message(qwen_tok):
     chat = [dict(m) for m in CHAT]
     chat[3]["weight"] = -2

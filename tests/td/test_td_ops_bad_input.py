@@ -132,6 +132,28 @@ def test_a_refused_update_changes_nothing(src):
     assert set(td["n"].keys()) == {"x"}
 
 
+@pytest.mark.parametrize("src, err, match", [
+    ({"a": torch.ones(4, 3), ("n", "x"): torch.ones(5)}, ValueError, "batch dimension mismatch for key 'x'"),
+    ({"a": torch.ones(4, 3), ("new", "deep"): torch.ones(7)}, ValueError, "batch dimension mismatch for key 'deep'"),
+    ({"a": torch.ones(4, 3), ("b", "x"): torch.ones(4)}, KeyError, "'b' is a leaf, not a TensorDict"),
+    ({"a": torch.ones(4, 3), ("n", 5): torch.ones(4)}, TypeError, "keys must be str or tuples of str"),
+])
+def test_a_refused_update_with_nested_keys_changes_nothing(src, err, match):
+    # was: 'a' written before the tuple key failed
+    td = _two()
+    with pytest.raises(err, match=match):
+        td.update(src)
+    assert td["a"].abs().sum() == 0 and set(td.keys()) == {"a", "b", "n"} and set(td["n"].keys()) == {"x"}
+
+
+def test_update_with_nested_keys():
+    td = _two()
+    td.update({("n", "x"): torch.ones(4, 2), ("m", "k", "v"): torch.ones(4), ("b",): torch.full((4,), 2.0)})
+    assert td["n", "x"].sum() == 8 and td["m", "k", "v"].shape == (4,) and td["b"].tolist() == [2.0] * 4
+    td.update({("n", "x"): torch.zeros(4, 2), ("n", "y"): torch.ones(4)}, keys_to_update=[("n", "x")])
+    assert td["n", "x"].sum() == 0 and "y" not in td["n"].keys()
+
+
 @pytest.mark.parametrize("how", ["update_", "update-inplace"])
 def test_a_refused_in_place_update_writes_nothing(how):
     td = _two()

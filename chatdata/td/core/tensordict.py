@@ -442,6 +442,13 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
         converted into an entry and checked against its collection (nothing is set here)."""
         src = src._tensordict if isinstance(src, TensorDict) else src
         for key, value in src.items():
+            if isinstance(key, tuple):  # a nested key: planned in the collection it names
+                nested = unravel_key(key)
+                key = nested[0]
+                if len(nested) > 1:
+                    if keys_to_update is None or any(k[0] == key for k in keys_to_update):
+                        self._plan_nested(nested, value, clone, inplace, keys_to_update, plan, prefix)
+                    continue
             if keys_to_update is not None and not any(k[0] == key for k in keys_to_update):
                 continue
             target = self._tensordict.get(key)
@@ -461,6 +468,28 @@ class TensorDict(ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Bat
                 check_batch(key, value, self._batch_size)
                 converted = True
             plan.append((self, key, value, converted))
+
+    def _plan_nested(self, key: tuple, value, clone: bool, inplace: bool, keys_to_update, plan: list,
+                     prefix: tuple) -> None:
+        """Plan the set of a nested ``key`` (2 parts or more) of an update: in its sub-TensorDict
+        when there is one, else checked against this batch size (``set`` makes the path); a path
+        through a leaf is refused before anything is set."""
+        target = self._tensordict.get(key[0])
+        rest = key[1:] if len(key) > 2 else key[1]
+        if isinstance(target, TensorDict):
+            sub_keys = None if keys_to_update is None else [k[1:] for k in keys_to_update if k[0] == key[0] and len(k) > 1] or None
+            target._plan_update({rest: value}, clone, inplace, None if sub_keys is None else set(sub_keys), plan,
+                                prefix + (key[0],))
+            return
+        if target is not None and not is_collection(target):
+            raise KeyError(f"cannot set {key!r}: {key[0]!r} is a leaf, not a TensorDict")
+        if target is None:
+            self._check_unlocked("add", key[0])
+            if clone and hasattr(value, "clone"):
+                value = value.clone()
+            value = to_entry(value, self._batch_size, self._device, key[-1], TensorDict)
+            check_batch(key[-1], value, self._batch_size)
+        plan.append((self, key, value, False))
 
     def update_(self, input_dict_or_td, clone: bool = False, keys_to_update=None) -> "TensorDict":
         """Write every entry of the input into the existing entries, in place (every key and

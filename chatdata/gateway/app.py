@@ -115,6 +115,8 @@ class Gateway:
 
         _check_settings(idle_timeout, timeout, default_max_tokens)
         self.backend = make_backend(backend, backend_api, backend_model, timeout)  # its URL is checked before any load
+        self.store = SessionStore(out, durable)
+        self.store.preflight(logs=False)  # a file or a foreign folder is refused here, not in the server's startup
         self.tokenizer = _load_tokenizer(tokenizer)
         self.template = resolve_chat_template(self.tokenizer, chat_template, chat_template_name, None)
         kwargs = dict(template_kwargs or {})
@@ -125,7 +127,6 @@ class Gateway:
         self.stop_token_ids = (eot_id,) if isinstance(eot_id, int) and eot_id != unk else ()
         self.model_name = model_name or (Path(str(tokenizer)).name if isinstance(tokenizer, (str, Path))
                                          else getattr(self.tokenizer, "name_or_path", "") or "chatdata")
-        self.store = SessionStore(out, durable)
         self.table = SessionTable(self.tokenizer, self.template, self.store.journal_dir, durable, kwargs)
         self.idle_timeout = idle_timeout
         self.default_max_tokens = default_max_tokens

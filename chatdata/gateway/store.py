@@ -90,12 +90,12 @@ class SessionStore:
         self._lock_fd: int | None = None
 
     # -- opening --------------------------------------------------------------------------------
-    def preflight(self) -> None:
+    def preflight(self, logs: bool = True) -> None:
         """Raise ValueError (what to fix) if ``OUT`` cannot be used: a file, someone else's
-        folder, a folder another gateway is writing to, or an open session's log that cannot
-        be resumed (damaged, or a file the gateway did not write). Changes nothing."""
+        folder, a folder another gateway is writing to, or (``logs=True``) an open session's log
+        that cannot be resumed (damaged, or a file the gateway did not write). Changes nothing."""
         self._check_folder()
-        for path in self._logs():
+        for path in self._logs() if logs else ():
             self._read_log(path)
 
     def _check_folder(self) -> None:

@@ -141,3 +141,15 @@ def test_an_empty_host_and_a_port_in_use_are_said_before_loading(capsys, tmp_pat
         port = busy.getsockname()[1]
         err = serve(capsys, tmp_path, "--port", str(port), tokenizer=tmp_path / "no-such-tokenizer")
     assert f"cannot listen on 127.0.0.1:{port}" in err and "another server is there?" in err, err
+
+
+def test_create_app_refuses_an_out_that_is_a_file_or_a_foreign_folder(tmp_path):
+    # was: create_app returned, and the server's startup then failed with a traceback
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        create_app("http://127.0.0.1:9", "no-such-tokenizer", tmp_path / "file")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="non-empty folder that chatdata serve did not write"):
+        create_app("http://127.0.0.1:9", "no-such-tokenizer", tmp_path / "mine")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]

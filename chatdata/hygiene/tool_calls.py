@@ -101,7 +101,10 @@ def tool_schemas(tools) -> dict:
         name = body.get("name")
         if not isinstance(name, str):
             raise ValueError(f"a tool has no string 'name' (keys: {sorted(body)})")
-        out[name] = body.get("parameters", body.get("input_schema"))
+        schema = body.get("parameters", body.get("input_schema"))
+        if name in out and out[name] != schema:  # which one a call means is unknowable: a later one won silently
+            raise ValueError(f"two tools are named {name!r}, with different parameters: give each tool its own name")
+        out[name] = schema
     return out
 
 

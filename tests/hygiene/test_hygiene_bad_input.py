@@ -303,3 +303,16 @@ def test_contamination_index_checks_its_prompts():
         ContaminationIndex([PROMPT])
     index = ContaminationIndex({"quiz": (p for p in [PROMPT])})
     assert decontaminate(users(SENTENCE, "hi"), index).tolist() == [0]
+
+
+def test_two_tools_of_one_name_with_different_schemas_are_refused():
+    # was: the later schema won silently, so a call valid for the first was judged against the second
+    def tool(props):
+        return {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": props}}}
+    h = History.from_chats([[{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]}]])
+    with pytest.raises(ValueError, match="two tools are named 'f', with different parameters"):
+        check_tool_calls(h, [tool({"x": {"type": "integer"}}), tool({"y": {"type": "string"}})])
+    assert check_tool_calls(h, [tool({"x": {"type": "integer"}})] * 2) == []  # the same tool twice is fine
+    per_chat = check_tool_calls(h, [[tool({"x": {"type": "integer"}}), tool({})]])  # a conversation's own tools
+    assert [p["problem"] for p in per_chat] == ["bad_tool_schema"] and "two tools are named 'f'" in per_chat[0]["detail"]

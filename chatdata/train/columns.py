@@ -14,19 +14,23 @@ The collates leave them out. ``column_dtypes`` (a dict ``name -> dtype name``) s
 columns are stored narrower than their dtype (``Rollout.tokens()`` keeps routed-expert ids as
 uint8); they come out of :func:`gather_rows` in their own dtype again.
 
-A row that lacks a column other rows of the batch carry gets zeros there (``labels`` follow the
-collates' own rule instead). :func:`gather_rows` returns the batch as flat columns plus offsets
+A row that lacks a column other rows of the batch carry is refused (a ValueError naming both rows):
+zeros there would be data, a logprob of 0 being a probability of 1 and a weight of 0 "not
+trained". Two columns have a rule instead: ``labels`` (the row's ids where its mask is set, else
+all its ids) and ``assistant_masks`` (all set: a row without a mask trains every token). :func:`gather_rows` returns the batch as flat columns plus offsets
 (:class:`FlatRows`), with no Python loop over tokens; :func:`pad_rows` lays a flat column out as
 ``(N, L, ...)``.
 
 Example:
     >>> rows = [{"input_ids": [5, 6, 7], "logprobs": torch.tensor([0.0, -0.5, -0.25]), "session": "a"},
-    ...         {"input_ids": torch.tensor([8, 9]), "assistant_masks": [False, True]}]
+    ...         {"input_ids": torch.tensor([8, 9]), "logprobs": [-1.0, -2.0], "assistant_masks": [False, True]}]
     >>> flat = gather_rows(rows)
     >>> sorted(flat.columns), flat.columns["logprobs"].tolist(), flat.offsets.tolist()
-    (['assistant_masks', 'logprobs'], [0.0, -0.5, -0.25, 0.0, 0.0], [0, 3, 5])
+    (['assistant_masks', 'logprobs'], [0.0, -0.5, -0.25, -1.0, -2.0], [0, 3, 5])
+    >>> flat.columns["assistant_masks"].tolist()  # row 0 has no mask: every token trained
+    [True, True, True, False, True]
     >>> pad_rows(flat.columns["logprobs"], flat.offsets, 3).tolist()
-    [[0.0, -0.5, -0.25], [0.0, 0.0, 0.0]]
+    [[0.0, -0.5, -0.25], [-1.0, -2.0, 0.0]]
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ import torch
 
 from ..td.core import is_integer_dtype
 from .dataset import IGNORE_INDEX, TokenRows
-from .weights_column import check_weights_in_every_row, reconcile_loss_weights
+from .weights_column import reconcile_loss_weights
 
 __all__ = ["FlatRows", "gather_rows", "pad_rows", "pad_index", "padded_index", "make_labels", "widen_columns",
            "LIST_COLUMNS", "SKIPPED_COLUMNS", "COLUMN_DTYPES"]
@@ -188,7 +192,7 @@ def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
         for j, c in enumerate(cols):
             v = c.get(name)
             if v is None:
-                v = torch.zeros((int(lengths[j]), *like.shape[1:]), dtype=like.dtype)
+                v = _missing(name, j, ids[j], like, cols)
             elif v.shape[1:] != like.shape[1:]:
                 raise ValueError(f"row {j}: {name} has per-token shape {tuple(v.shape[1:])} but an earlier "
                                  f"row has {tuple(like.shape[1:])}: every row must give a column the same trailing shape")
@@ -196,6 +200,20 @@ def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
         columns[name] = _cat(parts)
     flat_ids = torch.from_numpy(np.concatenate([t.numpy() for t in ids]))
     return FlatRows(flat_ids, offsets, columns)
+
+
+def _missing(name: str, j: int, ids: torch.Tensor, like: torch.Tensor, cols: list) -> torch.Tensor:
+    """The ``name`` column of row ``j``, which lacks it while another row has it: ``labels`` by the
+    rows' rule (its ids where its mask is set), ``assistant_masks`` all set (a row without a mask
+    trains every token, as its labels say); any other column is refused, since zeros would be data
+    (a logprob of 0 is a probability of 1, a weight of 0 not trained)."""
+    if name == "labels":
+        return make_labels(ids, cols[j].get("assistant_masks"))
+    if name == "assistant_masks":
+        return torch.ones((ids.numel(), *like.shape[1:]), dtype=torch.bool)
+    k = next(i for i, c in enumerate(cols) if name in c)
+    raise ValueError(f"row {j} has no {name} but row {k} has: give every row of a batch its {name}, or none "
+                     "(filling it in would be data: a logprob of 0 is a probability of 1)")
 
 
 def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
@@ -277,7 +295,6 @@ def _gather(rows, allow_empty: bool, labels: bool) -> FlatRows:
         return FlatRows(rows.input_ids, offsets, columns)
     if hasattr(rows, "offsets") and hasattr(rows, "values") and hasattr(rows, "keys"):
         return _from_ragged(rows, allow_empty, labels)
-    check_weights_in_every_row(rows)
     return _from_list(rows, allow_empty, labels)
 
 

@@ -16,27 +16,14 @@ Example:
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import torch
 
 from .dataset import IGNORE_INDEX
 
-__all__ = ["reconcile_loss_weights", "check_weights_in_every_row", "LOSS_WEIGHTS"]
+__all__ = ["reconcile_loss_weights", "LOSS_WEIGHTS"]
 
 LOSS_WEIGHTS = "loss_weights"
-
-
-def check_weights_in_every_row(rows) -> None:
-    """Refuse a list of row dicts where some rows carry ``loss_weights`` and others do not (a
-    row without weights would otherwise be padded with 0: silently not trained)."""
-    if not isinstance(rows, (list, tuple)):
-        return
-    present = [isinstance(r, Mapping) and r.get(LOSS_WEIGHTS) is not None for r in rows]
-    if any(present) and not all(present):
-        raise ValueError(f"row {present.index(False)} has no loss_weights but row {present.index(True)} has: "
-                         "give every row of a batch its loss_weights, or none")
 
 
 def reconcile_loss_weights(columns: dict) -> None:

@@ -343,6 +343,22 @@ def test_collates_refuse_negative_ids(collate):
         collate(rows)
 
 
+@pytest.mark.parametrize("collate", [collate_padding_free, lambda r: collate_padded(r, 0), collate_prefix_tree])
+def test_a_column_only_some_rows_carry_is_refused(collate):
+    # was: zeros for the rows without it; a logprob of 0 is a probability of 1
+    rows = [{"input_ids": [1, 2], "logprobs": [-0.5, -1.0]}, {"input_ids": [3]}]
+    with pytest.raises(ValueError, match="row 1 has no logprobs but row 0 has: give every row of a batch its logprobs"):
+        collate(rows)
+
+
+def test_a_row_without_a_mask_trains_every_token_in_every_batch():
+    rows = [{"input_ids": [1, 2], "assistant_masks": [0, 1]}, {"input_ids": [3, 4]}]
+    assert collate_padding_free(rows)["labels"].tolist() == [[-100, 2, -100, 4]]  # each row's first label: -100
+    assert collate_prefix_tree(rows)["assistant_masks"].tolist() == [[False, True], [True, True]]  # was [False, False]
+    rows = [{"input_ids": [1, 2], "labels": [-100, 2]}, {"input_ids": [3, 4], "assistant_masks": [1, 0]}]
+    assert collate_prefix_tree(rows)["labels"].tolist() == [[-100, 2], [3, -100]]  # was [0, 0]: token 0 trained
+
+
 def test_integer_masks_are_bool_masks_in_every_batch():
     # a tree batch passed a mask of 2 through as int64: a loss multiplying by it weighted that token twice
     rows = [{"input_ids": [7, 8, 9], "assistant_masks": [0, 2, 1]}, {"input_ids": [7, 8, 5], "assistant_masks": [0, 1, 0]}]

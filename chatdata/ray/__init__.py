@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from pathlib import Path
 
 from ..io.counts import check_count
@@ -203,7 +204,8 @@ def tokenize(ds, *, tokenizer=None, chat_template_name: str | None = None, chat_
              num_cpus: float = 1):
     """A Ray dataset of ``input_ids`` / ``assistant_masks`` rows: ``map_batches`` over
     ``History.apply_chat_template`` (the same tokens as calling it on the same rows).
-    ``tokenizer``: a local tokenizer folder (default: the Qwen2.5 tokenizer shipped with chatdata).
+    ``tokenizer``: a local tokenizer folder (default: the Qwen2.5 tokenizer shipped with chatdata);
+    a relative path that exists here is made absolute first (the workers run in other folders).
 
     Example:
         >>> toks = chatdata.ray.tokenize(chatdata.ray.read("corpus/"), tokenizer="tok/")   # doctest: +SKIP
@@ -214,7 +216,10 @@ def tokenize(ds, *, tokenizer=None, chat_template_name: str | None = None, chat_
     batch_size = check_count("batch_size", batch_size)
     if max_length is not None:  # checked here too, so that a bad one fails before Ray starts work
         max_length = check_count("max_length (None for no limit)", max_length, minimum=0)
-    fn = functools.partial(tokenize_batch, tokenizer=None if tokenizer is None else str(tokenizer),
+    if isinstance(tokenizer, (str, os.PathLike)):
+        # a Ray worker's working folder is its session's, not the caller's: "tok/" would name nothing there
+        tokenizer = os.path.abspath(tokenizer) if os.path.exists(tokenizer) else os.fspath(tokenizer)
+    fn = functools.partial(tokenize_batch, tokenizer=tokenizer,
                            chat_template_name=chat_template_name, chat_template=chat_template, tools=tools,
                            max_length=max_length, column=column)
     return ds.map_batches(fn, batch_size=batch_size, batch_format="pyarrow", zero_copy_batch=True, num_cpus=num_cpus)

@@ -120,3 +120,24 @@ def test_shards_with_content_as_json_in_one_and_text_in_another_are_read_as_they
     # Ray joins the blocks into one batch: the mixed shard's content was read as plain text ('"ok"')
     out = cray.write(cray.read(tmp_path / "src"), tmp_path / "copy", rows_per_shard=10)
     assert out.to_chats() == plain + mixed + plain
+
+
+def test_tokenize_with_a_relative_tokenizer_folder_reads_it_from_the_callers_folder(ray_cluster, corpus, tmp_path,
+                                                                                    tokenizer_path, monkeypatch):
+    """`chatdata tokenize corpus/ tokens/ --tokenizer tok/ --ray` (docs/scale.md): the workers run in
+    their session's folder, where "tok/" named nothing, and every task failed loading it."""
+    import shutil
+
+    from chatdata.cli import main
+
+    shutil.copytree(tokenizer_path, tmp_path / "tok")
+    monkeypatch.chdir(tmp_path)
+    toks = cray.tokenize(cray.read(corpus), tokenizer="tok/", chat_template_name="qwen").take_all()
+    assert len(toks) == len(CHATS)
+    assert main(["tokenize", str(corpus), "tokens/", "--tokenizer", "tok/", "--ray", "-q"]) == 0
+    tokens = open_dataset(tmp_path / "tokens")
+    from transformers import AutoTokenizer
+
+    ref = History.from_chats(CHATS[:1]).apply_chat_template(
+        tokenizer=AutoTokenizer.from_pretrained("tok/", local_files_only=True), tokenize=True, return_assistant_tokens_mask=True, add_generation_prompt=False)
+    assert len(tokens) == len(CHATS) and tokens[0]["input_ids"].tolist() == ref[0]["input_ids"].tolist()

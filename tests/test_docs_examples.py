@@ -6,11 +6,17 @@ tiny random Qwen2, real pyarrow). The names a block takes from its prose (``mode
 ``tools``, ...) are given by the file's inputs below. A block that cannot run on a CPU test machine
 by nature has an HTML comment ``<!-- not run: REASON -->`` on the line before it: only those are
 skipped, and each must say why.
+
+The ``chatdata ...`` lines of the ```bash blocks of docs/*.md run too, each through
+``chatdata.cli.main`` (README's shell walk has its own test: tests/cli/test_readme.py).
 """
 from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +26,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+SHELL_FENCE = re.compile(r"^```(?:bash|sh|shell)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 NOT_RUN = re.compile(r"<!--\s*not run:(.*?)-->\s*\Z", re.S)
 
 
-def python_blocks(path: Path) -> list[tuple[int, str, str | None]]:
-    """(line, code, reason it is not run or None) of each ```python block, in order."""
+def python_blocks(path: Path, fence: re.Pattern = FENCE) -> list[tuple[int, str, str | None]]:
+    """(line, code, reason it is not run or None) of each ```python block (or ``fence``'s), in order."""
     text = path.read_text(encoding="utf-8")
     blocks = []
-    for m in FENCE.finditer(text):
+    for m in fence.finditer(text):
         before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         skip = NOT_RUN.search(before)
         if "not run" in before and skip is None:
@@ -252,3 +259,82 @@ def test_a_block_marked_not_run_must_say_why(tmp_path):
                    "<!-- not run: -->\n```python\nz = 3\n```\n", encoding="utf-8")
     assert [(code, why) for _, code, why in python_blocks(doc)] == [("x = 1\n", "needs a GPU"), ("y = 2\n", None),
                                                                    ("z = 3\n", "")]
+
+
+# -- the shell lines of docs/*.md ---------------------------------------------------------------------------
+
+def shell_commands(path: Path) -> list[tuple[int, list[str]]]:
+    """(line, argv after ``chatdata``) of each ``chatdata`` line of the file's shell blocks not marked not run."""
+    out = []
+    for line, code, not_run in python_blocks(path, SHELL_FENCE):
+        if not_run is not None:
+            assert not_run, f"{path.name}:{line}: a block that is not run says why"
+            continue
+        for k, text in enumerate(code.splitlines()):
+            words = shlex.split(text, comments=True)
+            if words[:1] == ["chatdata"]:
+                out.append((line + k, words[1:]))
+    return out
+
+
+def shell_inputs_hygiene() -> None:
+    from chatdata.data import sample_tools
+
+    prompt = "one two three four five six seven eight nine ten eleven twelve thirteen"
+    chats = [*_chats(12), _chats(1)[0], [{"role": "user", "content": f"Solve: {prompt}?"},
+                                         {"role": "assistant", "content": "no"}]]  # a copy, a contaminated one
+    Path("chats.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in chats), encoding="utf-8")
+    Path("tools.json").write_text(json.dumps(sample_tools()), encoding="utf-8")
+    for name, column in (("gsm8k.jsonl", "question"), ("bench.jsonl", "prompt")):
+        Path(name).write_text(json.dumps({column: prompt}) + "\n", encoding="utf-8")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"question": [prompt]}), "mmlu.parquet")
+
+
+def shell_inputs_scale() -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from chatdata.data import sample_tokenizer_path
+
+    chats = _chats(8)
+    pq.write_table(pa.table({"messages": chats}), "train.parquet")
+    Path("hub_repo/data").mkdir(parents=True)
+    for k in range(2):
+        pq.write_table(pa.table({"messages": chats[4 * k:4 * k + 4]}), f"hub_repo/data/part-{k}.parquet")
+    shutil.copytree(sample_tokenizer_path(), "tok")
+
+
+SHELL_INPUTS = {"hygiene.md": shell_inputs_hygiene, "scale.md": shell_inputs_scale}
+WITH_SHELL = [p for p in DOCS[1:] if shell_commands(p)]
+SHELL_NEEDS_RAY = {"scale.md"}  # `chatdata tokenize ... --ray` on the session's local cluster
+
+
+def test_every_docs_file_with_chatdata_lines_has_its_inputs():
+    assert {p.name for p in WITH_SHELL} == set(SHELL_INPUTS)
+
+
+@pytest.mark.parametrize("path", WITH_SHELL, ids=lambda p: p.name)
+def test_docs_chatdata_lines_run(path, tmp_path, monkeypatch, request):
+    if path.name in SHELL_NEEDS_RAY:
+        request.getfixturevalue("ray_cluster")
+    sys.path.append(str(ROOT / "tests" / "cli"))
+    from cli_helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    SHELL_INPUTS[path.name]()
+    for line, argv in shell_commands(path):
+        if argv[0] == "import":  # the lines are alternatives writing the same output: each starts afresh
+            out = Path(argv[2])
+            for old in (out, out.parent / (out.name + ".hygiene")):
+                shutil.rmtree(old, ignore_errors=True)
+        res = run_cli(*argv)
+        assert res.returncode == 0, f"{path.name}:{line}: chatdata {' '.join(argv)}\n{res.stderr[-2000:]}"
+        said = res.stdout + res.stderr
+        if "--decontaminate" in argv:
+            benches = [b for b in argv if b in ("gsm8k.jsonl", "mmlu.parquet", "bench.jsonl")]
+            assert benches and all(f"contaminated by {b}: 1" in said for b in benches), said
+        if "--dedup" in argv:
+            assert "duplicates dropped: 1" in said, said

@@ -189,6 +189,10 @@ def check_gateway(n: dict) -> None:
         assert r["input_ids"].dim() == 1 and r["input_ids"].shape == r["assistant_masks"].shape == r["logprobs"].shape
     row = n["ds"][1]
     assert torch.equal(row["labels"] == -100, row["assistant_masks"] == 0)
+    from chatdata.train import collate_prefix_tree  # the prose: each session's tree laid out once
+
+    shared = records[1]["parent"][1]
+    assert collate_prefix_tree(records)["input_ids"].numel() == sum(len(r["input_ids"]) for r in records) - shared
 
 
 def check_hygiene(n: dict) -> None:

@@ -113,9 +113,10 @@ def inputs_hygiene() -> dict:
     import chatdata
     from chatdata.data import sample_tools
 
-    corpus = chatdata.open_dataset("corpus/", mode="a")
-    corpus.append(chatdata.History.from_chats(_chats(8)))
     prompt = "a benchmark prompt of at least thirteen words, as a list, a dict or a file"
+    chats = _chats(8)
+    chats += [chats[0], [{"role": "user", "content": f"Q: {prompt}"}, {"role": "assistant", "content": "A"}]]
+    chatdata.open_dataset("corpus/", mode="a").append(chatdata.History.from_chats(chats))  # a copy, a leak
     Path("gsm8k.jsonl").write_text(json.dumps({"question": prompt}) + "\n", encoding="utf-8")
     return {"tools": sample_tools()}
 
@@ -199,6 +200,11 @@ def check_hygiene(n: dict) -> None:
     assert n["kept"].dtype == n["flagged"].dtype == np.int64  # the Ray block's, as the local ones
     assert all(set(p) == {"conversation", "message", "problem", "detail"} for p in n["problems"])
     assert n["clean"].batch_size[0] <= n["h"].batch_size[0]
+    # the Ray block's results are row numbers that equal the local functions' on the same rows
+    local = n["chatdata"].open_dataset("corpus/")[:]
+    assert n["kept"].tolist() == n["hygiene"].dedup(local, mode="near", threshold=0.8).tolist() == [*range(8), 9]
+    assert n["flagged"].tolist() == n["hygiene"].decontaminate(local, "gsm8k.jsonl").tolist() == [9]
+    assert n["problems"] == n["hygiene"].check_tool_calls(local, n["tools"])
 
 
 def check_rollout(n: dict) -> None:

@@ -27,7 +27,7 @@ Example:
     >>> response_logprobs(0, [-0.5, float("nan")], 2)
     Traceback (most recent call last):
     ...
-    ValueError: row 0: logprobs must be log-probabilities (<= 0, or -inf); got nan at position 1
+    ValueError: row 0: logprobs must be log-probabilities (<= 0 give or take rounding, or -inf); got nan at position 1
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def response_logprobs(i: int, logprobs: Any, n: int) -> torch.Tensor:
     ok = lp.detach().cpu().numpy() <= MAX_LOGPROB  # False for NaN and +inf too
     if not ok.all():
         j = int((~ok).nonzero()[0][0])
-        raise ValueError(f"row {i}: logprobs must be log-probabilities (<= 0, or -inf); got {float(lp[j])} at "
+        raise ValueError(f"row {i}: logprobs must be log-probabilities (<= 0 give or take rounding, or -inf); got {float(lp[j])} at "
                          f"position {j}")
     return lp
 

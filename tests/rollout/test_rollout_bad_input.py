@@ -81,7 +81,7 @@ def test_ids_that_are_not_ids_are_refused(qwen, given, error, match):
 
 
 @pytest.mark.parametrize("value, error, match", [
-    (float("nan"), ValueError, r"row 0: logprobs must be log-probabilities \(<= 0, or -inf\); got nan at position 1"),
+    (float("nan"), ValueError, r"row 0: logprobs must be log-probabilities \(<= 0 give or take rounding, or -inf\); got nan at position 1"),
     (float("inf"), ValueError, "got inf at position 1"),
     (0.5, ValueError, "got 0.5 at position 1"),  # a probability, not its log
     (0.125, ValueError, "got 0.125 at position 1"),

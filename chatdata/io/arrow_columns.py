@@ -147,20 +147,24 @@ def _strip_deep(value):
 
 
 def _same(a, b) -> bool:
-    """``a == b`` where every value also has the same type (``1`` is not ``1.0``, nor ``True``)."""
+    """``a == b`` where every value also has the same type (``1`` is not ``1.0``, nor ``True``)
+    and every dict its keys in the same order (a struct's fields are in one order for all its
+    rows; tool arguments read back reordered would render as other text)."""
     if type(a) is not type(b):
         return False
     if type(a) is dict:
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
     if type(a) is list:
         return len(a) == len(b) and all(map(_same, a, b))
     return a == b
 
 
 def _has_empty_struct(pa, t) -> bool:
-    """A struct without fields (what ``{}`` infers) somewhere in ``t``: Parquet cannot write it."""
+    """A struct without fields (what ``{}`` infers: Parquet cannot write it) or with a field
+    name holding NUL (HF datasets cuts the name there and, recasting, drops every field's
+    metadata) somewhere in ``t``."""
     if pa.types.is_struct(t):
-        return t.num_fields == 0 or any(_has_empty_struct(pa, f.type) for f in t)
+        return t.num_fields == 0 or any("\x00" in f.name or _has_empty_struct(pa, f.type) for f in t)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return _has_empty_struct(pa, t.value_type)
     return False
@@ -168,9 +172,10 @@ def _has_empty_struct(pa, t) -> bool:
 
 def python_array(values: list, as_text: bool = False):
     """An Arrow array of Python values (None = null) typed by Arrow's inference, if reading it
-    back (with :func:`strip_nulls`) gives ``values`` exactly, types included (an int that would
-    read back as a float is not), and Parquet can write it (no ``{}``, a struct without
-    fields); otherwise (or with ``as_text``) a
+    back (with :func:`strip_nulls`) gives ``values`` exactly, types and key order included (an
+    int that would read back as a float is not, nor dicts whose keys come in different orders),
+    and Parquet and HF datasets can hold it (no ``{}``, a struct without fields; no key holding
+    NUL); otherwise (or with ``as_text``) a
     ``large_string`` array of their JSON text (its field carries :data:`JSON_META`). Returns
     ``(array, is_json)``."""
     pa = require_pyarrow()

@@ -10,8 +10,13 @@ message holds a key explicitly set to ``None`` (or has no ``content`` key at all
 field written, ``_null_keys`` (the keys of that message which are present with value ``None``),
 so that ``History.from_arrow(h.to_arrow())`` gives ``h`` back exactly (a message whose
 ``_null_keys`` is null, e.g. from a table written without the field, follows the default rule). Values Arrow cannot
-type without loss (e.g. tool arguments that are a str in one call and a dict in another) are
-written as JSON text in a ``large_string`` field whose metadata says ``chatdata.encoding: json``.
+type without loss (e.g. tool arguments that are a str in one call and a dict in another, or
+dicts whose keys come in different orders: a struct has one field order) are written as JSON
+text in a ``large_string`` field whose metadata says ``chatdata.encoding: json``. A message key
+holding NUL is refused (ValueError): HF datasets cuts field names there; nested keys holding NUL
+make their value JSON text. A message's extra keys come back in the table's field order (the
+order of the fields of ``messages``), not each message's own order; inside their values every
+key keeps its order.
 
 From a memory-mapped History with string ``role``/``content`` columns nothing is copied: the
 Arrow buffers are the mapped files.
@@ -293,6 +298,10 @@ def messages_array(h, json: str = "typed", n: int | None = None):
                         raise ValueError(f"message {i}: extra key {k!r} clashes with a message field")
                     col = extra_cols.get(k)
                     if col is None:
+                        if "\x00" in k:  # HF datasets cuts a column name there and drops every field's metadata
+                            raise ValueError(f"message {i}: the key {k!r} holds a NUL character, which a message "
+                                             "field of an Arrow table cannot carry safely (HF datasets cuts the "
+                                             "name there, losing values); rename the key")
                         col = extra_cols[k] = [None] * n
                     if v is None:
                         if null_keys is None:

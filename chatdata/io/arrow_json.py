@@ -9,8 +9,11 @@ of JSON text: one byte buffer plus int64 offsets. Turning it into Arrow takes no
   and parsed by Arrow's C++ JSON reader (timestamps it would infer are read back as strings).
   The result is kept only when reading it back is exact, which is decided without looking at
   values one by one: every type is a struct, list, string, int64, bool or null (no float that
-  could turn ``1`` into ``1.0``) and no value holds a ``null`` (so a null struct field always
-  means an absent key). Otherwise the caller converts the values in Python as before.
+  could turn ``1`` into ``1.0``), no value holds a ``null`` (so a null struct field always
+  means an absent key), and every object has its keys in its struct's field order (a struct has
+  one field order for all rows, so objects whose keys come in different orders would read back
+  reordered; checked with ``json.loads`` and a dict lookup per key, only for types holding a
+  struct of two fields or more). Otherwise the caller converts the values in Python as before.
 
 Example:
     >>> import torch
@@ -106,8 +109,8 @@ def json_text_array(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray | N
 @functools.lru_cache(maxsize=256)  # a column's type is asked again at every load (types are hashable)
 def exact_type(t) -> bool:
     """Whether values of Arrow type ``t`` read back as the JSON they came from (struct, list,
-    string, int64, bool and null only, every field name valid UTF-8), and Parquet can write them
-    (no struct without fields: ``{}`` is kept as JSON text).
+    string, int64, bool and null only, every field name valid UTF-8), and Parquet and HF datasets
+    can hold them (no struct without fields: ``{}`` is kept as JSON text; no field name holding NUL).
 
     Example:
         >>> import pyarrow as pa
@@ -125,8 +128,9 @@ def exact_type(t) -> bool:
             for i in range(t.num_fields):
                 f = t.field(i)
                 try:
-                    f.name  # noqa: B018 - decodes it: a name read from a file may not be UTF-8
-                except UnicodeDecodeError:
+                    if "\x00" in f.name:  # HF datasets cuts a name at NUL (and drops the fields' metadata)
+                        return False
+                except UnicodeDecodeError:  # a name read from a file may not be UTF-8
                     return False
                 stack.append(f.type)
         elif tid in ids[1]:  # list, large_list
@@ -186,7 +190,59 @@ def _parse(pa, rows, wrap: bool):
         schema = pa.schema([pa.field("v", fixed)]) if wrap else pa.schema(list(fixed))
     else:
         return None
-    return arr if exact_type(arr.type) else None
+    if not exact_type(arr.type) or not _keys_in_field_order(arr.type, rows):
+        return None
+    return arr
+
+
+def _wide_structs(t) -> bool:
+    """Whether the type ``t`` holds a struct of two fields or more (whose keys could come in
+    another order in some value)."""
+    pa = require_pyarrow()
+    stack = [t]
+    while stack:
+        t = stack.pop()
+        if pa.types.is_struct(t):
+            if t.num_fields > 1:
+                return True
+            stack.extend(f.type for f in t)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            stack.append(t.value_type)
+    return False
+
+
+def _keys_in_field_order(t, rows) -> bool:
+    """Whether every object of the JSON texts ``rows`` (a string array) has its keys in the
+    order of its struct's fields in the parsed type ``t``: a struct has one field order for all
+    its rows, so an object whose keys came in another order (``{"unit": "C", "city": "Rome"}``
+    after ``{"city": "Paris"}``) would read back reordered and a template would render it as
+    other text. Values that are objects (a History's ``extra`` column) are the exception at
+    their top level only: their keys become a table's message fields, which have one order for
+    all rows. Walks the values one nesting level at a time (a dict lookup per key), into the
+    fields that hold such structs only."""
+    import json
+    from itertools import chain
+
+    pa = require_pyarrow()
+    if not _wide_structs(t):
+        return True
+    stack = [(t, list(map(json.loads, rows.to_pylist())), pa.types.is_struct(t))]
+    while stack:
+        t, values, top = stack.pop()
+        if pa.types.is_struct(t):
+            names = [f.name for f in t]
+            if len(names) > 1 and not top:
+                pos = {n: i for i, n in enumerate(names)}.__getitem__
+                for d in values:
+                    at = list(map(pos, d))
+                    if at != sorted(at):
+                        return False
+            for name, ft in zip(names, (f.type for f in t)):
+                if _wide_structs(ft):  # a leaf, or a list of them, has no keys to check
+                    stack.append((ft, [d[name] for d in values if name in d], False))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            stack.append((t.value_type, list(chain.from_iterable(values)), False))
+    return True
 
 
 def json_array(stack, json: str = "typed", *, objects: bool = False):
@@ -209,7 +265,9 @@ def json_array(stack, json: str = "typed", *, objects: bool = False):
 def json_array_of(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray, json: str = "typed", *,
                   objects: bool = False):
     """:func:`json_array` of a packed column given as ``(data, offsets)`` (:func:`packed_json`)
-    and its :func:`null_rows`.
+    and its :func:`null_rows`. Key order is kept inside the values; values that are objects
+    come back with their own keys in the struct's field order (a History's ``extra`` keys
+    become a table's message fields, which have one order for all rows).
 
     Example:
         >>> data, offsets = np.frombuffer(b'null[1]', np.uint8), np.array([0, 4, 7])

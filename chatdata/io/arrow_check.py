@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from .deps import require_pyarrow
 
-__all__ = ["checked_messages", "check_one_column", "encoding_clash", "json_fields", "NULL_KEYS", "ENCODING_KEY"]
+__all__ = ["checked_messages", "check_one_column", "encoding_clash", "json_fields", "type_clash", "NULL_KEYS",
+           "ENCODING_KEY"]
 
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
@@ -216,6 +217,45 @@ def encoding_clash(schemas: list, column: str = "messages") -> str | None:
             if len(seen[name]) > 1:
                 return f"field {name!r}: JSON text in table {seen[name][True]}, plain in table {seen[name][False]}"
     return None
+
+
+def type_clash(schemas: list, column: str = "messages") -> set:
+    """The names of the message fields of ``column`` whose types in ``schemas`` do not unify
+    (``int64`` in one table, ``string`` in another; a list in one, a str in another): one
+    schema cannot hold them, so joining such tables exactly takes those fields as JSON text.
+    Looks at schemas only.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> def schema(t):
+        ...     return pa.schema([pa.field("messages", pa.large_list(pa.struct([("role", pa.string()), ("a", t)])))])
+        >>> sorted(type_clash([schema(pa.int64()), schema(pa.string())]))
+        ['a']
+        >>> sorted(type_clash([schema(pa.struct([("x", pa.int64())])), schema(pa.struct([("y", pa.string())]))]))
+        []
+    """
+    pa = require_pyarrow()
+    types: dict[str, list] = {}
+    for schema in schemas:
+        if column not in schema.names:
+            continue
+        value = getattr(schema.field(column).type, "value_type", None)
+        if value is None or not pa.types.is_struct(value):
+            continue
+        for f in value:
+            if f.name not in ("role", NULL_KEYS) and not pa.types.is_null(f.type):
+                seen = types.setdefault(f.name, [])
+                if f.type not in seen:
+                    seen.append(f.type)
+    clash = set()
+    for name, kinds in types.items():
+        if len(kinds) < 2:
+            continue
+        try:
+            pa.unify_schemas([pa.schema([pa.field("v", t)]) for t in kinds], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            clash.add(name)
+    return clash
 
 
 def json_fields(schemas: list, column: str = "messages") -> set:

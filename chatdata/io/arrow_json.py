@@ -30,7 +30,7 @@ import functools
 
 import numpy as np
 
-from .arrow_columns import tensor_buffer
+from .arrow_columns import strip_nulls, tensor_buffer
 from .deps import require_pyarrow
 
 __all__ = ["packed_json", "json_array", "json_array_of", "json_text_array", "null_rows", "valid_bits",
@@ -294,11 +294,12 @@ def json_array_of(data: np.ndarray, offsets: np.ndarray, nulls: np.ndarray, json
 
 
 def as_json_text(table, column: str, names):
-    """``table`` with the plain-text message fields ``names`` of ``column`` turned into JSON text
-    (each string a JSON string, tagged ``chatdata.encoding: json``), so that it joins tables
-    where those fields are JSON text (:func:`~chatdata.io.arrow_check.encoding_clash`) without
-    being misread. Fields already tagged, or not text, are kept. Costs a ``json.dumps`` per value
-    of those fields: it is the fallback for such mixed datasets only.
+    """``table`` with the message fields ``names`` of ``column`` turned into JSON text (each
+    value its JSON, tagged ``chatdata.encoding: json``), so that it joins tables where those
+    fields are JSON text (:func:`~chatdata.io.arrow_check.encoding_clash`) or of types one
+    schema cannot hold exactly (:func:`~chatdata.io.arrow_check.type_clash`) without being
+    misread. Fields already tagged are kept. Costs a ``json.dumps`` per value of those fields:
+    it is the fallback for such mixed datasets only.
 
     Example:
         >>> import pyarrow as pa
@@ -316,9 +317,11 @@ def as_json_text(table, column: str, names):
     fields, children = [], []
     for i, f in enumerate(values.type):
         child = values.field(i)
-        text = pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-        if f.name in names and text and (f.metadata or {}).get(ENCODING_KEY) is None:
-            child = pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in child.to_pylist()],
+        if f.name in names and (f.metadata or {}).get(ENCODING_KEY) is None:
+            # a typed value reads back with strip_nulls (a struct's null field is an absent key)
+            items = child.to_pylist() if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) else \
+                strip_nulls(child.to_pylist())
+            child = pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in items],
                              pa.large_string())
             f = pa.field(f.name, pa.large_string(), f.nullable, {**(f.metadata or {}), ENCODING_KEY: b"json"})
         fields.append(f)

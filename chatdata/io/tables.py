@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
-from .arrow_check import check_one_column, encoding_clash, json_fields
+from .arrow_check import check_one_column, encoding_clash, json_fields, type_clash
 from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
@@ -362,8 +362,11 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
 
         schemas.append(History.from_chats([]).to_arrow(column).schema)
     # a text field that is JSON in some chunks (content parts mixed with str) and plain in others:
-    # one schema would keep one tag for both, misreading the other chunks; write it as JSON text in all
+    # one schema would keep one tag for both, misreading the other chunks; and a field of types one
+    # schema cannot hold (an int in one chunk, a str in another: this export failed on it): write
+    # such fields as JSON text in all chunks
     as_json = json_fields(schemas, column) if encoding_clash(schemas, column) else set()
+    as_json |= type_clash(schemas, column)
     if as_json:
         schemas = [as_json_text(s.empty_table(), column, as_json).schema for s in schemas]
     try:

@@ -2,9 +2,12 @@
 to_arrow) changed silently: each now round-trips exactly or is refused, naming the key."""
 import datasets
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+import chatdata
 from chatdata import History, load_memmap
+from chatdata.io.tables import export_parquet
 
 TOOL = "weather"
 
@@ -72,3 +75,36 @@ def test_a_message_key_holding_nul_is_refused_by_to_arrow(tmp_path, json):
     for h in _both(History.from_chats(chats), tmp_path).values():
         with pytest.raises(ValueError, match=r"message 0: the key 'a\\x00b' holds a NUL character.*rename the key"):
             h.to_arrow(json=json)
+
+
+def _sharded(tmp_path, chats):
+    ds = chatdata.open_dataset(tmp_path / "corpus", mode="a")
+    for chat in chats:  # one shard each: each shard's table has its own schema
+        ds.append(History.from_chats([chat]))
+    return tmp_path / "corpus"
+
+
+MIXED = [[{"role": "user", "content": "a", "meta": 1}], [{"role": "user", "content": "b", "meta": "x"}],
+         [_call({"city": "Paris"})], [_call("{}")]]
+
+
+def test_shards_or_chunks_with_other_value_types_export_to_parquet_exactly(tmp_path):
+    """An int in one chunk and a str in another (or dict and str tool arguments) made the Parquet
+    export refuse the dataset ("incompatible types across chunks"), though one History's table
+    holds them (as JSON text); such fields are now JSON text in every chunk."""
+    folder = _sharded(tmp_path, MIXED)
+    assert History.from_arrow(chatdata.open_dataset(folder).to_arrow()).to_chats() == MIXED
+    assert export_parquet(folder, tmp_path / "out.parquet", chunk_size=1) == len(MIXED)
+    assert History.from_arrow(pq.read_table(tmp_path / "out.parquet")).to_chats() == MIXED
+    History.from_chats(MIXED).memmap(tmp_path / "ds")
+    for size in (1, 2, 8):
+        export_parquet(tmp_path / "ds", tmp_path / f"out{size}.parquet", chunk_size=size)
+        assert History.from_arrow(pq.read_table(tmp_path / f"out{size}.parquet")).to_chats() == MIXED
+
+
+def test_one_type_per_field_in_every_chunk_stays_typed(tmp_path):
+    chats = [[_call({"city": "Paris"})], [_call({"city": "Rome", "unit": "C"})]]
+    folder = _sharded(tmp_path, chats)
+    export_parquet(folder, tmp_path / "out.parquet", chunk_size=1)
+    calls = pq.read_schema(tmp_path / "out.parquet").field("messages").type.value_type.field("tool_calls").type
+    assert pa.types.is_list(calls) and History.from_arrow(pq.read_table(tmp_path / "out.parquet")).to_chats() == chats

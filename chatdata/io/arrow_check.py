@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from .deps import require_pyarrow
 
-__all__ = ["checked_messages", "check_one_column", "encoding_clash", "json_fields", "type_clash", "NULL_KEYS",
-           "ENCODING_KEY"]
+__all__ = ["checked_messages", "check_one_column", "encoding_clash", "json_fields", "type_clash", "key_orders",
+           "order_clash", "NULL_KEYS", "ENCODING_KEY"]
 
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
@@ -256,6 +256,104 @@ def type_clash(schemas: list, column: str = "messages") -> set:
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             clash.add(name)
     return clash
+
+
+def key_orders(table, column: str = "messages") -> dict:
+    """``{(field, *path): {keys, ...}}``: for every struct inside the typed message fields of
+    ``table``, the tuples of keys its values hold together, in their order (a null struct field
+    is an absent key). One pass of numpy over each struct's validity bitmaps; a struct of more
+    than 63 fields gives None (every order counts). What :func:`order_clash` compares.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> t = pa.table({"messages": [[{"role": "user", "a": {"x": 1}}, {"role": "user", "a": {"y": 2}}]]})
+        >>> key_orders(t)
+        {('a',): {('x',), ('y',)}}
+    """
+    import numpy as np
+
+    pa = require_pyarrow()
+    out: dict = {}
+    if column not in table.column_names:
+        return out
+    col = table.column(column)
+    for chunk in col.chunks:
+        msgs = chunk.flatten()
+        for i, f in enumerate(msgs.type):
+            stack = [((f.name,), msgs.field(i))]
+            while stack:
+                path, arr = stack.pop()
+                if _is_list(arr.type):
+                    stack.append((path, arr.flatten()))
+                elif pa.types.is_struct(arr.type) and arr.type.num_fields:
+                    names = [g.name for g in arr.type]
+                    children = [arr.field(j) for j in range(len(names))]
+                    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+                    if len(names) > 63:
+                        out[path] = None
+                    elif path not in out or out[path] is not None:
+                        masks = np.zeros(len(arr), dtype=np.uint64)
+                        for j, child in enumerate(children):
+                            present = child.is_valid().to_numpy(zero_copy_only=False)
+                            masks |= present.astype(np.uint64) << np.uint64(j)
+                        found = out.setdefault(path, set())
+                        for m in np.unique(masks[valid]).tolist():
+                            found.add(tuple(n for j, n in enumerate(names) if m >> j & 1))
+                    stack.extend(((*path, n), c) for n, c in zip(names, children))
+    return out
+
+
+def order_clash(orders: list, schemas: list, column: str = "messages") -> set:
+    """The message fields whose values would come back with their keys reordered if tables of
+    ``schemas`` (and their :func:`key_orders` ``orders``) were joined under one schema: a struct
+    has one field order, and the joined struct's order (Arrow's, from the first table on) puts
+    two keys that some value holds together the other way round (``{"unit", "city"}`` in one
+    table, ``{"city", ...}`` first in another). Joining such tables exactly takes those fields
+    as JSON text."""
+    pa = require_pyarrow()
+    clash = set()
+    fields: dict = {}
+    for schema in schemas:
+        value = getattr(schema.field(column).type, "value_type", None) if column in schema.names else None
+        if value is not None and pa.types.is_struct(value):
+            for f in value:
+                if not pa.types.is_null(f.type) and f.type not in fields.setdefault(f.name, []):
+                    fields[f.name].append(f.type)
+    for name, kinds in fields.items():
+        if len(kinds) < 2:
+            continue
+        try:
+            joined = pa.unify_schemas([pa.schema([pa.field("v", t)]) for t in kinds],
+                                      promote_options="permissive").field("v").type
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            continue  # type_clash names it
+        for found in orders:
+            for path, tuples in found.items():
+                if path[0] != name:
+                    continue
+                order = _struct_at(joined, path[1:])
+                if order is None or tuples is None or any(
+                        [n for n in order if n in set(t)] != list(t) for t in tuples):
+                    clash.add(name)
+    return clash
+
+
+def _struct_at(t, path):
+    """The field names of the struct at ``path`` (struct field names; lists are passed through)
+    inside the type ``t``, or None."""
+    pa = require_pyarrow()
+    for step in (*path, None):
+        while _is_list(t):
+            t = t.value_type
+        if not pa.types.is_struct(t):
+            return None
+        if step is None:
+            return [f.name for f in t]
+        i = t.get_field_index(step)
+        if i < 0:
+            return None
+        t = t.field(i).type
+    return None
 
 
 def json_fields(schemas: list, column: str = "messages") -> set:

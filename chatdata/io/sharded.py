@@ -321,15 +321,18 @@ class ShardedDataset(LazyShards):
             return History.from_chats([]).to_arrow(column)
         if self.kind not in ("History", None):
             return pa.concat_tables(tables, promote_options="permissive")
-        from .arrow_check import encoding_clash
+        from .arrow_check import encoding_clash, key_orders, order_clash
 
-        if encoding_clash([t.schema for t in tables], column) is None:
+        schemas = [t.schema for t in tables]
+        if encoding_clash(schemas, column) is None and not order_clash([key_orders(t, column) for t in tables],
+                                                                       schemas, column):
             try:
                 return pa.concat_tables(tables, promote_options="permissive")
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 pass
         # shards whose message fields have types no one schema holds (str content in one, content
-        # parts in another; an extra field of other types), or text that is JSON in one shard and
+        # parts in another; an extra field of other types; keys one struct would reorder: tool
+        # arguments {"unit", "city"} in one shard, {"city", ...} first in another), or text that is JSON in one shard and
         # plain in another (concat would keep one tag for all): the History of them all writes
         # such fields one way (as JSON text), at the price of reading the values
         return self[:].to_arrow(column)

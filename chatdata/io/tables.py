@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
-from .arrow_check import check_one_column, encoding_clash, json_fields, type_clash
+from .arrow_check import check_one_column, encoding_clash, json_fields, key_orders, order_clash, type_clash
 from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
@@ -352,11 +352,13 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
         raise ValueError(f"{out} is a folder; give a .parquet file name")
     # pass 1: the schema every chunk fits (chunks may differ: tool calls in some, not others).
     # For a memory-mapped role/content dataset this pass is zero-copy.
-    schemas = []
+    schemas, orders = [], []  # orders: which keys come together, in which order (a few tuples per chunk)
     for chunk in _chunks(ds, chunk_size):
-        s = chunk.to_arrow(column).schema
+        t = chunk.to_arrow(column)
+        s = t.schema
         if not schemas or not s.equals(schemas[-1], check_metadata=True):  # == ignores the JSON tags
             schemas.append(s)
+        orders.append(key_orders(t, column))
     if not schemas:
         from ..history import History
 
@@ -366,7 +368,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     # schema cannot hold (an int in one chunk, a str in another: this export failed on it): write
     # such fields as JSON text in all chunks
     as_json = json_fields(schemas, column) if encoding_clash(schemas, column) else set()
-    as_json |= type_clash(schemas, column)
+    as_json |= type_clash(schemas, column) | order_clash(orders, schemas, column)  # one struct would reorder keys
     if as_json:
         schemas = [as_json_text(s.empty_table(), column, as_json).schema for s in schemas]
     try:

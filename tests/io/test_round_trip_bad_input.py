@@ -108,3 +108,21 @@ def test_one_type_per_field_in_every_chunk_stays_typed(tmp_path):
     export_parquet(folder, tmp_path / "out.parquet", chunk_size=1)
     calls = pq.read_schema(tmp_path / "out.parquet").field("messages").type.value_type.field("tool_calls").type
     assert pa.types.is_list(calls) and History.from_arrow(pq.read_table(tmp_path / "out.parquet")).to_chats() == chats
+
+
+def test_shards_joined_into_one_table_keep_the_key_order_of_tool_arguments(tmp_path):
+    """Shard tables were joined under the first shard's struct (Arrow's permissive promotion):
+    {"unit", "city"} in the second shard read back {"city", "unit"} from to_arrow() and from
+    the Parquet export, so templates rendered other text. Keys that never come together (other
+    tools' arguments) keep the typed join."""
+    folder = _sharded(tmp_path, REORDERED)
+    for back in (History.from_arrow(chatdata.open_dataset(folder).to_arrow()),
+                 (export_parquet(folder, tmp_path / "o.parquet", chunk_size=1),
+                  History.from_arrow(pq.read_table(tmp_path / "o.parquet")))[1]):
+        assert back.to_chats() == REORDERED
+        assert list(back.to_chats()[1][1]["tool_calls"][0]["function"]["arguments"]) == ["unit", "city"]
+    other_tools = [[_call({"city": "Paris"})], [_call({"origin": "a", "destination": "b"})], [_call({"city": "Rome"})]]
+    folder = _sharded(tmp_path / "o", other_tools)
+    t = chatdata.open_dataset(folder).to_arrow()
+    assert pa.types.is_list(t.schema.field("messages").type.value_type.field("tool_calls").type)
+    assert History.from_arrow(t).to_chats() == other_tools

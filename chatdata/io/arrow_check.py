@@ -267,8 +267,8 @@ def key_orders(table, column: str = "messages") -> dict:
     Example:
         >>> import pyarrow as pa
         >>> t = pa.table({"messages": [[{"role": "user", "a": {"x": 1}}, {"role": "user", "a": {"y": 2}}]]})
-        >>> key_orders(t)
-        {('a',): {('x',), ('y',)}}
+        >>> {field: sorted(orders) for field, orders in key_orders(t).items()}
+        {('a',): [('x',), ('y',)]}
     """
     import numpy as np
 

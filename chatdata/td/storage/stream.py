@@ -293,8 +293,9 @@ class StreamWriter:
         self._made = [p for p in self.path.parents if not p.exists()]  # abort() removes them if left empty
         self.path.parent.mkdir(parents=True, exist_ok=True)
         remove_orphans(self.path)  # temp folders of earlier writers to this path that died
-        self._temp = WriterTemp(self.path).__enter__()  # short, locked temp folder (tempdirs.py)
-        try:  # e.g. Ctrl-C right now: no temporary folder is left behind
+        self._temp = WriterTemp(self.path)  # short, locked temp folder (tempdirs.py)
+        try:  # e.g. Ctrl-C right now (even as the folder appears): no temporary folder is left behind
+            self._temp.__enter__()
             self.tmp = self._temp.data
             self.values_dir = self.tmp / "_storage" / "_values" if tensorclass else self.tmp / "_values"
             self.values_dir.mkdir(parents=True)

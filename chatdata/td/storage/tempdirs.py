@@ -71,8 +71,8 @@ class WriterTemp:
         self._fd = None
 
     def __enter__(self) -> "WriterTemp":
-        os.mkdir(self.path)
-        try:
+        try:  # the mkdir too: a Ctrl-C right after it (when the folder first shows) must remove it
+            os.mkdir(self.path)
             self._fd = os.open(self.path / LOCK_NAME, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o644)
             if fcntl is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_EX)

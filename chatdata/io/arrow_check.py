@@ -234,28 +234,8 @@ def type_clash(schemas: list, column: str = "messages") -> set:
         >>> sorted(type_clash([schema(pa.struct([("x", pa.int64())])), schema(pa.struct([("y", pa.string())]))]))
         []
     """
-    pa = require_pyarrow()
-    types: dict[str, list] = {}
-    for schema in schemas:
-        if column not in schema.names:
-            continue
-        value = getattr(schema.field(column).type, "value_type", None)
-        if value is None or not pa.types.is_struct(value):
-            continue
-        for f in value:
-            if f.name not in ("role", NULL_KEYS) and not pa.types.is_null(f.type):
-                seen = types.setdefault(f.name, [])
-                if f.type not in seen:
-                    seen.append(f.type)
-    clash = set()
-    for name, kinds in types.items():
-        if len(kinds) < 2:
-            continue
-        try:
-            pa.unify_schemas([pa.schema([pa.field("v", t)]) for t in kinds], promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            clash.add(name)
-    return clash
+    return {name for name, kinds in _field_types(schemas, column).items()
+            if len(kinds) > 1 and _unified(kinds) is None}
 
 
 def key_orders(table, column: str = "messages") -> dict:
@@ -310,23 +290,11 @@ def order_clash(orders: list, schemas: list, column: str = "messages") -> set:
     two keys that some value holds together the other way round (``{"unit", "city"}`` in one
     table, ``{"city", ...}`` first in another). Joining such tables exactly takes those fields
     as JSON text."""
-    pa = require_pyarrow()
     clash = set()
-    fields: dict = {}
-    for schema in schemas:
-        value = getattr(schema.field(column).type, "value_type", None) if column in schema.names else None
-        if value is not None and pa.types.is_struct(value):
-            for f in value:
-                if not pa.types.is_null(f.type) and f.type not in fields.setdefault(f.name, []):
-                    fields[f.name].append(f.type)
-    for name, kinds in fields.items():
-        if len(kinds) < 2:
+    for name, kinds in _field_types(schemas, column).items():
+        joined = _unified(kinds) if len(kinds) > 1 else None
+        if joined is None:  # one type: nothing is joined; none: type_clash names it
             continue
-        try:
-            joined = pa.unify_schemas([pa.schema([pa.field("v", t)]) for t in kinds],
-                                      promote_options="permissive").field("v").type
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            continue  # type_clash names it
         for found in orders:
             for path, tuples in found.items():
                 if path[0] != name:
@@ -336,6 +304,36 @@ def order_clash(orders: list, schemas: list, column: str = "messages") -> set:
                         [n for n in order if n in set(t)] != list(t) for t in tuples):
                     clash.add(name)
     return clash
+
+
+def _message_struct(schema, column: str):
+    """The struct type of the messages of ``schema``'s ``column`` (a list of structs), or None."""
+    value = getattr(schema.field(column).type, "value_type", None) if column in schema.names else None
+    return value if value is not None and require_pyarrow().types.is_struct(value) else None
+
+
+def _field_types(schemas: list, column: str) -> dict:
+    """``{message field: [its distinct non-null types across schemas]}`` (``role`` and the null-keys
+    list left out)."""
+    pa = require_pyarrow()
+    types: dict[str, list] = {}
+    for schema in schemas:
+        for f in _message_struct(schema, column) or ():
+            if f.name not in ("role", NULL_KEYS) and not pa.types.is_null(f.type):
+                seen = types.setdefault(f.name, [])
+                if f.type not in seen:
+                    seen.append(f.type)
+    return types
+
+
+def _unified(kinds: list):
+    """The one type Arrow's permissive promotion gives ``kinds``, or None when they do not unify."""
+    pa = require_pyarrow()
+    try:
+        return pa.unify_schemas([pa.schema([pa.field("v", t)]) for t in kinds],
+                                promote_options="permissive").field("v").type
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
 
 
 def _struct_at(t, path):
@@ -363,9 +361,5 @@ def json_fields(schemas: list, column: str = "messages") -> set:
 
 def _text_fields(schema, column: str) -> dict:
     """``{name: tagged as JSON}`` of the text fields of the messages of ``schema``'s ``column``."""
-    if column not in schema.names:
-        return {}
-    value = getattr(schema.field(column).type, "value_type", None)
-    if value is None or not require_pyarrow().types.is_struct(value):
-        return {}
-    return {f.name: (f.metadata or {}).get(ENCODING_KEY) is not None for f in value if _as_text(f.type) is not None}
+    return {f.name: (f.metadata or {}).get(ENCODING_KEY) is not None
+            for f in _message_struct(schema, column) or () if _as_text(f.type) is not None}

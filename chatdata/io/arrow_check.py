@@ -28,7 +28,7 @@ from __future__ import annotations
 from .deps import require_pyarrow
 
 __all__ = ["checked_messages", "check_one_column", "encoding_clash", "json_fields", "type_clash", "key_orders",
-           "order_clash", "NULL_KEYS", "ENCODING_KEY"]
+           "order_clash", "fields_to_join_as_json", "NULL_KEYS", "ENCODING_KEY"]
 
 NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
@@ -304,6 +304,26 @@ def order_clash(orders: list, schemas: list, column: str = "messages") -> set:
                         [n for n in order if n in set(t)] != list(t) for t in tuples):
                     clash.add(name)
     return clash
+
+
+def fields_to_join_as_json(schemas: list, column: str = "messages", orders: list | None = None) -> set:
+    """The message fields that tables of ``schemas`` can only be joined exactly as JSON text: text
+    that is JSON in some tables and plain in others (:func:`encoding_clash`), types one schema
+    cannot hold (:func:`type_clash`) and, given the tables' :func:`key_orders`, keys one struct
+    would reorder (:func:`order_clash`).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> def schema(t):
+        ...     return pa.schema([pa.field("messages", pa.large_list(pa.struct([("role", pa.string()), ("a", t)])))])
+        >>> sorted(fields_to_join_as_json([schema(pa.int64()), schema(pa.string())]))
+        ['a']
+    """
+    out = json_fields(schemas, column) if encoding_clash(schemas, column) is not None else set()
+    out |= type_clash(schemas, column)
+    if orders is not None:
+        out |= order_clash(orders, schemas, column)
+    return out
 
 
 def _message_struct(schema, column: str):

@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
-from .arrow_check import check_one_column, encoding_clash, json_fields, key_orders, order_clash, type_clash
+from .arrow_check import check_one_column, fields_to_join_as_json, key_orders
 from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
@@ -367,8 +367,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     # one schema would keep one tag for both, misreading the other chunks; and a field of types one
     # schema cannot hold (an int in one chunk, a str in another: this export failed on it): write
     # such fields as JSON text in all chunks
-    as_json = json_fields(schemas, column) if encoding_clash(schemas, column) else set()
-    as_json |= type_clash(schemas, column) | order_clash(orders, schemas, column)  # one struct would reorder keys
+    as_json = fields_to_join_as_json(schemas, column, orders)
     if as_json:
         schemas = [as_json_text(s.empty_table(), column, as_json).schema for s in schemas]
     try:

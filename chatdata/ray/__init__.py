@@ -71,7 +71,7 @@ def read(path, *, column: str = "messages"):
     if len(paths) < 2 or getattr(obj, "kind", "History") not in ("History", None):
         load = ray.remote(_load_table)
         return ray.data.from_arrow_refs([load.remote(p, column) for p in paths])
-    from ..io.arrow_check import encoding_clash, json_fields, type_clash
+    from ..io.arrow_check import fields_to_join_as_json
 
     # Ray joins blocks into batches under the first block's schema: a field that is JSON text in one
     # shard (content parts mixed with str) and plain in another would be misread in the batch. Such
@@ -79,8 +79,7 @@ def read(path, *, column: str = "messages"):
     both = [ray.remote(num_returns=2)(_load_table_and_schema).remote(p, column) for p in paths]
     refs = [table for table, _ in both]
     schemas = ray.get([schema for _, schema in both])
-    names = sorted((json_fields(schemas, column) if encoding_clash(schemas, column) is not None else set())
-                   | type_clash(schemas, column))  # also fields of types one schema cannot hold
+    names = sorted(fields_to_join_as_json(schemas, column))  # also fields of types one schema cannot hold
     if names:
         refs = [ray.remote(_load_table).remote(p, column, names) for p in paths]
     return ray.data.from_arrow_refs(refs)

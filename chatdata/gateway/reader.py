@@ -55,8 +55,9 @@ def _stored(out: Path) -> list[tuple[str, dict]]:
     for k, entry in enumerate(hist.manifest["shards"]):
         name = Path(entry["path"]).name
         if name not in by_name[0] or name not in by_name[1]:
-            raise ValueError(f"{out}: shard {name} holds conversations but no tokens or branch table "
-                             "(restart chatdata serve on this folder to finish its interrupted commit)")
+            lacking = TOKENS if name not in by_name[0] else BRANCHES  # a commit names it there first
+            raise ValueError(f"{out}: shard {name} holds conversations that {out / lacking} does not list: that "
+                             "folder was deleted, moved or edited after they were stored; restore it")
         h, t, b = hist.shard(k), toks.shard(by_name[0][name]), table.shard(by_name[1][name])
         sids, uids = b.get("session_id").tolist(), b.get("session_uid").tolist()
         branch, parent, fork_at = b["branch"].tolist(), b["parent"].tolist(), b["fork_at"].tolist()

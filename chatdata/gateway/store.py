@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 from ..history import History
-from ..io.sharded import SHARDS, commit_shards, new_shard_name, open_dataset
+from ..io.sharded import MANIFEST, SHARDS, commit_shards, new_shard_name, open_dataset
 from ..td import NonTensorStack, RaggedTensorDict, TensorDict
 from .journal import Journal, StoredBranch, branches_from_journal, read_journal
 
@@ -108,6 +108,21 @@ class SessionStore:
         if (out / LOCK).is_file():
             self._lock()
             self.close()
+        self._check_whole()
+
+    def _check_whole(self) -> None:
+        """Every shard the conversations' manifest names is named by ``tokens/`` and ``branches/``
+        too (a commit adds it to those two first), else a ValueError: a start would recreate the
+        missing dataset empty and store new sessions beside records that can never be joined."""
+        if not (self.out / MANIFEST).is_file():
+            return
+        stored = self._names("")
+        for sub in (TOKENS, BRANCHES):
+            missing = stored - (self._names(sub) if (self.out / sub / MANIFEST).is_file() else set())
+            if missing:
+                raise ValueError(f"{self.out / sub} lacks {len(missing)} of the {len(stored)} stored shards "
+                                 f"(e.g. {sorted(missing)[0]}); it was deleted, moved or edited after they "
+                                 "were stored. Restore it, or give chatdata serve a new --out")
 
     def open(self) -> list[Path]:
         """Create or reopen ``OUT``, take its lock, finish or undo an interrupted commit, and

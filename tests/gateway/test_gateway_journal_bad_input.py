@@ -102,3 +102,31 @@ def test_a_start_on_a_log_it_cannot_resume_is_refused_by_name_and_changes_nothin
     bad.unlink()  # the user moves it away: the same process starts (the failed start let go of the lock)
     assert store.open() == ([] if damage == "damaged record" else [path])
     store.close()
+
+
+@pytest.mark.parametrize("sub", ["tokens", "branches"])
+def test_a_deleted_token_or_branch_dataset_is_named_and_a_start_refuses(tmp_path, sub):
+    # a commit lists a shard in tokens/ and branches/ before the conversations: a shard only the
+    # conversations list means the folder was deleted or edited since; before, a start recreated it
+    # empty and read_sessions said "restart chatdata serve to finish its interrupted commit"
+    import shutil
+
+    out, path = out_with_log(tmp_path, record())
+    store = SessionStore(out, durable=False)
+    store.open()
+    store.commit([path])
+    store.close()
+    shutil.rmtree(out / sub)
+    with pytest.raises(ValueError, match=rf"{sub} lacks 1 of the 1 stored shards .*deleted, moved or edited.*new --out"):
+        SessionStore(out, durable=False).open()
+    assert not (out / sub).exists()  # the refused start recreated nothing
+    if sub == "tokens":
+        with pytest.raises(FileNotFoundError, match="tokens: no such dataset"):
+            read_sessions(out)
+    (out / sub).mkdir()
+    store = SessionStore(out / "fresh", durable=False)  # an empty dataset in its place: named when read too
+    store.open()
+    store.close()
+    shutil.copytree(out / "fresh" / sub, out / sub, dirs_exist_ok=True)
+    with pytest.raises(ValueError, match=rf"does not list: that folder was deleted, moved or edited"):
+        read_sessions(out)

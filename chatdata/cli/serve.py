@@ -66,6 +66,8 @@ def add_parser(sub):
                    help="wait this long for the backend's answer, then answer 504 (default 600)")
     p.add_argument("--max-tokens", type=positive_int, default=4096,
                    help="generation limit when a request gives none and the backend does not tell its context")
+    p.add_argument("--max-body-mb", type=float, default=64.0, metavar="MIB",
+                   help="the largest request body accepted, in MiB (default 64; larger is a 413)")
     p.add_argument("--no-fsync", action="store_true",
                    help="do not fsync each request (a killed gateway still loses nothing; a power loss may)")
     p.add_argument("--access-log", action="store_true", help="log every request to stderr")
@@ -107,7 +109,8 @@ def run(args) -> int:
     from ..gateway.backends import check_url
     from ..gateway.store import SessionStore
 
-    for flag, value in (("--idle-timeout", args.idle_timeout), ("--backend-timeout", args.backend_timeout)):
+    for flag, value in (("--idle-timeout", args.idle_timeout), ("--backend-timeout", args.backend_timeout),
+                        ("--max-body-mb", args.max_body_mb)):
         if not value > 0:  # nan too
             raise CLIError(f"{flag} must be positive, got {value}")
     try:  # the cheap checks first: a wrong --backend or --out is said before the tokenizer loads
@@ -126,7 +129,7 @@ def run(args) -> int:
                          chat_template_name=args.chat_template_name, backend_api=args.backend_api,
                          model_name=args.model_name or Path(args.tokenizer).name, backend_model=args.backend_model,
                          idle_timeout=args.idle_timeout, durable=not args.no_fsync, default_max_tokens=args.max_tokens,
-                         timeout=args.backend_timeout)
+                         timeout=args.backend_timeout, max_body_mb=args.max_body_mb)
     except BaseException as err:
         sock.close()
         if isinstance(err, (ValueError, OSError)):

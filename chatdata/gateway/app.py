@@ -251,10 +251,39 @@ class Gateway:
         return pieces, headers, req
 
 
+async def read_body(request, limit: float) -> bytes:
+    """The request's body, read in chunks; a 413 once it passes ``limit`` bytes (by its
+    Content-Length, or while it streams in), so one huge body never fills the gateway's memory.
+
+    Example:
+        >>> import asyncio
+        >>> from starlette.requests import Request
+        >>> async def receive():
+        ...     return {"type": "http.request", "body": b"x" * 10, "more_body": False}
+        >>> asyncio.run(read_body(Request({"type": "http", "headers": []}, receive), 100))
+        b'xxxxxxxxxx'
+    """
+    def too_large() -> GatewayError:
+        return GatewayError(413, f"the request body is larger than this gateway's limit of {limit / 2**20:g} MiB "
+                                 "(chatdata serve --max-body-mb)", code="request_too_large")
+
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = None,
                chat_template_name: str | None = None, backend_api: str = "auto", model_name: str | None = None,
                backend_model: str | None = None, idle_timeout: float = 300.0, durable: bool = True,
-               default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0):
+               default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0,
+               max_body_mb: float = 64.0):
     """The gateway as an ASGI app (Starlette); run it with uvicorn.
 
     Args:
@@ -272,17 +301,21 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
             does not tell its context length.
         template_kwargs: template variables for every request (``enable_thinking=False``, ...).
         timeout: seconds to wait for the backend.
+        max_body_mb: the largest request body accepted, in MiB (a larger one is a 413).
     """
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
 
+    if isinstance(max_body_mb, bool) or not isinstance(max_body_mb, (int, float)) or not max_body_mb > 0:
+        raise ValueError(f"max_body_mb must be a positive number of MiB, got {max_body_mb!r}")
+    limit = max_body_mb * 2**20
     gw = Gateway(backend, tokenizer, out, chat_template, chat_template_name, backend_api, model_name, backend_model,
                  idle_timeout, durable, default_max_tokens, template_kwargs, timeout)
 
     async def chat(request):
-        pieces, headers, req = await gw.chat(await request.body(), request.headers.get("x-session-id"))
+        pieces, headers, req = await gw.chat(await read_body(request, limit), request.headers.get("x-session-id"))
         if req.stream:
             chunks = sse_chunks(pieces["cid"], pieces["created"], pieces["model"], pieces["message"], pieces["finish"],
                                 pieces["counts"], req.include_usage, pieces["logprobs"])

@@ -355,8 +355,9 @@ def test_a_turn_the_log_cannot_take_fails_with_its_own_error_and_leaves_routing_
     assert sorted(len(r["history"].to_chats()) for r in records) == [2, 4]  # its first turn was kept
 
 
+@pytest.mark.parametrize("flag", ["--backend-timeout", "--max-body-mb"])
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])
-def test_serve_refuses_a_backend_timeout_that_is_not_positive(tmp_path, value):
+def test_serve_refuses_a_backend_timeout_or_body_limit_that_is_not_positive(tmp_path, flag, value):
     import subprocess
     import sys
     from pathlib import Path
@@ -365,8 +366,38 @@ def test_serve_refuses_a_backend_timeout_that_is_not_positive(tmp_path, value):
 
     tok_dir = Path(chatdata.__file__).parent / "data" / "qwen2.5-tokenizer"
     res = subprocess.run([sys.executable, "-m", "chatdata", "serve", "--backend", "http://127.0.0.1:9", "--tokenizer",
-                          str(tok_dir), "--out", str(tmp_path / "out"), "--backend-timeout", value],
+                          str(tok_dir), "--out", str(tmp_path / "out"), flag, value],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
-    assert "--backend-timeout must be positive" in res.stderr, res.stderr
+    assert f"{flag} must be positive" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_body_over_the_limit_is_413_and_changes_nothing(scripted, tok, tmp_path):
+    # before, any body was read whole into memory: one client could fill a long-running gateway's RAM
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False,
+                     max_body_mb=0.01)
+    big = _chat(**{"user": "x" * 20000})
+
+    async def chunks():  # streamed without a Content-Length: refused while it comes in
+        data = json.dumps(big).encode()
+        for i in range(0, len(data), 1000):
+            yield data[i:i + 1000]
+
+    async def talk(http):
+        await still_serving(http)
+        r = await http.post("/v1/chat/completions", json=big)
+        err = assert_error(r, 413, "larger than this gateway's limit of 0.01 MiB (chatdata serve --max-body-mb)", "declared")
+        assert err["code"] == "request_too_large"
+        r = await http.post("/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"})
+        assert_error(r, 413, "larger than this gateway's limit", "streamed")
+        await still_serving(http)
+        assert (await http.get("/health")).json()["open_sessions"] == 1
+    run(app, talk)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), True, "64"])
+def test_create_app_refuses_a_body_limit_that_is_not_a_positive_number(tok, tmp_path, value):
+    with pytest.raises(ValueError, match="max_body_mb must be a positive number of MiB"):
+        create_app("http://127.0.0.1:9", tok, tmp_path / "out", max_body_mb=value)
     assert not (tmp_path / "out").exists()

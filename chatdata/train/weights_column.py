@@ -5,7 +5,8 @@ A token set written with loss weights (``chatdata tokenize --loss-weight ...``,
 column (:mod:`.columns`); this module adds what makes it a weight rather than a plain column:
 it is a finite float >= 0, every row of a batch has one or none has, and a weight of 0 means
 "not trained": the label is -100 and the mask is off there, and the weight is 0 wherever the
-label is -100. :func:`~chatdata.train.weighted_causal_lm_loss` consumes it.
+label is -100 (in a batch without labels, such as a prefix tree of rows that carry none,
+wherever the mask is off). :func:`~chatdata.train.weighted_causal_lm_loss` consumes it.
 
 Example:
     >>> import torch
@@ -27,8 +28,9 @@ LOSS_WEIGHTS = "loss_weights"
 
 
 def reconcile_loss_weights(columns: dict) -> None:
-    """In place: ``columns["loss_weights"]`` as float32, 0 where ``labels`` is -100; ``labels``
-    -100 and ``assistant_masks`` off where the weight is 0. No-op without a weights column."""
+    """In place: ``columns["loss_weights"]`` as float32, 0 where ``labels`` is -100 (without
+    labels: where ``assistant_masks`` is off); ``labels`` -100 and ``assistant_masks`` off where
+    the weight is 0. No-op without a weights column."""
     w = columns.get(LOSS_WEIGHTS)
     if w is None:
         return
@@ -50,7 +52,10 @@ def reconcile_loss_weights(columns: dict) -> None:
         dead = dead | (ln == IGNORE_INDEX)
     masks = columns.get("assistant_masks")
     if masks is not None:
-        columns["assistant_masks"] = masks.to(torch.bool) & torch.from_numpy(~dead)
+        masks = masks.to(torch.bool)
+        if labels is None:  # no labels to say what is trained (a tree batch): the mask says it
+            dead = dead | ~masks.numpy()
+        columns["assistant_masks"] = masks & torch.from_numpy(~dead)
     w = w.clone() if w.data_ptr() == columns[LOSS_WEIGHTS].data_ptr() else w
     w.numpy()[dead] = 0.0
     columns[LOSS_WEIGHTS] = w

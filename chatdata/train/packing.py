@@ -30,7 +30,7 @@ import torch
 
 from ..td.core import is_integer_dtype
 
-__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "STRATEGIES",
+__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "check_max_tokens", "STRATEGIES",
            "OVERFLOWS", "register_planner", "planner"]
 
 STRATEGIES = ("bfd", "ffd", "tree")
@@ -127,7 +127,13 @@ def check_state_keys(state, keys, what: str) -> None:
                          f"(pass what {what}.state_dict() returned)")
 
 
-def _check_max_tokens(max_tokens) -> int:
+def check_max_tokens(max_tokens) -> int:
+    """``max_tokens`` as a Python int in ``[1, 2**63 - 1]``, or a clear error.
+
+    Example:
+        >>> check_max_tokens(np.int64(8))
+        8
+    """
     max_tokens = as_int(max_tokens, "max_tokens")
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be > 0, got {max_tokens}")
@@ -167,7 +173,7 @@ class PackingPlan(Sequence):
         self.bin_offsets = _int_column(bin_offsets, "bin_offsets")
         self.starts = _int_column(starts, "starts")
         self.stops = _int_column(stops, "stops")
-        self.max_tokens = _check_max_tokens(max_tokens)
+        self.max_tokens = check_max_tokens(max_tokens)
         self.dropped = torch.zeros(0, dtype=torch.int64) if dropped is None else _int_column(dropped, "dropped")
         n = self.indices.numel()
         if self.indices.ndim != 1 or self.bin_offsets.ndim != 1 or self.bin_offsets.numel() < 1 \
@@ -302,7 +308,7 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
         >>> [plan.spans(i)[0].tolist() for i in range(len(plan))], plan.stops.tolist()
         ([[0], [0, 2], [1]], [6, 9, 3, 2])
     """
-    C = _check_max_tokens(max_tokens)
+    C = check_max_tokens(max_tokens)
     if seed is not None:
         seed = check_seed(seed)
     if strategy not in STRATEGIES:

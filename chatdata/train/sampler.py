@@ -28,7 +28,7 @@ import heapq
 import numpy as np
 import torch
 
-from .packing import as_int, check_lengths, check_seed, check_state_keys, pack, planner
+from .packing import as_int, check_lengths, check_max_tokens, check_seed, check_state_keys, pack, planner
 
 __all__ = ["PackedBatchSampler", "STATE_VERSION"]
 
@@ -83,7 +83,9 @@ class PackedBatchSampler(torch.utils.data.Sampler):
             raise ValueError(f"overflow must be 'error' or 'drop' for a sampler, got {overflow!r}; to truncate, "
                              "use TokenDataset(source, max_length=max_tokens) and pass its lengths")
         seed = check_seed(seed)
-        self.max_tokens, self.strategy, self.overflow = max_tokens, strategy, overflow
+        # a Python int: a numpy or tensor one would go into state_dict() as it was given, and a numpy
+        # int there makes the checkpoint unloadable by torch.load(weights_only=True)
+        self.max_tokens, self.strategy, self.overflow = check_max_tokens(max_tokens), strategy, overflow
         for name, v in (("shuffle", shuffle), ("drop_last", drop_last)):
             if not isinstance(v, (bool, np.bool_)) and not (isinstance(v, int) and v in (0, 1)):
                 raise TypeError(f"{name} must be True or False, got {v!r:.100}")

@@ -33,7 +33,7 @@ import torch
 
 from .concat import ConcatTokenDataset
 from .dataset import TokenDataset
-from .packing import PackingPlan, _check_max_tokens, _int_column, check_seed, check_state_keys, pack, register_planner
+from .packing import PackingPlan, _int_column, check_max_tokens, check_seed, check_state_keys, pack, register_planner
 from .trees import adjacent_lcp, dfs_order
 
 __all__ = ["PrefixIndex", "TreePackingPlan", "pack_tree"]
@@ -198,7 +198,7 @@ def pack_tree(source, max_tokens: int, overflow: str = "error", *, seed: int | N
         >>> len(plan), plan.tree_lengths.tolist()
         (1, [4])
     """
-    C = _check_max_tokens(max_tokens)
+    C = check_max_tokens(max_tokens)
     if seed is not None:
         seed = check_seed(seed)
     if overflow == "split":

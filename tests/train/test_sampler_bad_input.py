@@ -1,0 +1,25 @@
+"""PackedBatchSampler: what it is given comes back out of state_dict() in a form a checkpoint keeps."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from chatdata.train import PackedBatchSampler
+
+
+@pytest.mark.parametrize("max_tokens", [np.int64(8), np.int32(8), torch.tensor(8)])
+def test_a_numpy_or_tensor_max_tokens_gives_a_state_torch_load_reads(tmp_path, max_tokens):
+    """A numpy max_tokens went into state_dict() as it was: torch.save kept it, and the resume's
+    torch.load(weights_only=True) (torch's default) refused the checkpoint."""
+    lengths = torch.tensor([5, 3, 4, 2, 6, 7, 1])
+    s = PackedBatchSampler(lengths, max_tokens=max_tokens, seed=1)
+    it = iter(s)
+    next(it)
+    torch.save({"sampler": s.state_dict()}, tmp_path / "ckpt.pt")
+    rest = list(it)
+    state = torch.load(tmp_path / "ckpt.pt", weights_only=True)["sampler"]
+    assert type(state["max_tokens"]) is int and state["max_tokens"] == 8
+    fresh = PackedBatchSampler(lengths, max_tokens=8, seed=1)
+    fresh.load_state_dict(state)
+    assert list(fresh) == rest

@@ -66,8 +66,12 @@ def collate_padding_free(rows) -> dict:
     np.cumsum(lens, out=cu[1:])
     starts = cu[:-1]
     labels.numpy()[starts] = IGNORE_INDEX
-    if "loss_weights" in flat.columns:  # a fresh tensor too (weights_column): no weight where no label
-        flat.columns["loss_weights"].numpy()[starts] = 0.0
+    weights = flat.columns.get("loss_weights")
+    if weights is not None:  # a fresh tensor too (weights_column): no weight where no label
+        if weights.requires_grad:  # (numpy cannot write a tensor autograd tracks)
+            weights[torch.from_numpy(starts)] = 0.0
+        else:
+            weights.numpy()[starts] = 0.0
     ramp = _ramp(int(lens.max()))
     position_ids = np.concatenate([ramp[:k] for k in lens.tolist()]) if lens.size < 4096 else \
         np.arange(total, dtype=np.int64) - np.repeat(starts, lens)

@@ -138,7 +138,11 @@ def _row_columns(row, j: int, n: int) -> dict:
 
 
 def _cat(parts: list) -> torch.Tensor:
-    if all(p.dtype == parts[0].dtype for p in parts) and parts[0].dtype != torch.bfloat16:
+    """The rows' pieces of a column as one tensor: numpy's concatenate where it can (cheaper on small
+    batches), torch's for bfloat16, mixed dtypes and columns that carry autograd history
+    (logprobs of a forward run with grad: they keep it, as :func:`pad_rows` does)."""
+    dtype = parts[0].dtype
+    if dtype != torch.bfloat16 and all(p.dtype == dtype and not p.requires_grad for p in parts):
         return torch.from_numpy(np.concatenate([p.numpy() for p in parts]))
     return torch.cat(parts)
 

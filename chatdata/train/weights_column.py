@@ -40,7 +40,7 @@ def reconcile_loss_weights(columns: dict) -> None:
                                                                              torch.int32, torch.int64)):
         raise TypeError(f"loss_weights must be numbers, got dtype {w.dtype}")
     w = w.to(torch.float32)
-    wn = w.numpy()
+    wn = w.detach().numpy()
     if not np.isfinite(wn).all() or (wn < 0).any():
         raise ValueError("loss_weights must be finite and >= 0")
     dead = wn == 0
@@ -56,6 +56,4 @@ def reconcile_loss_weights(columns: dict) -> None:
         if labels is None:  # no labels to say what is trained (a tree batch): the mask says it
             dead = dead | ~masks.numpy()
         columns["assistant_masks"] = masks & torch.from_numpy(~dead)
-    w = w.clone() if w.data_ptr() == columns[LOSS_WEIGHTS].data_ptr() else w
-    w.numpy()[dead] = 0.0
-    columns[LOSS_WEIGHTS] = w
+    columns[LOSS_WEIGHTS] = w.masked_fill(torch.from_numpy(dead), 0.0)  # a new tensor, never the caller's

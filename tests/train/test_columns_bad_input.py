@@ -1,0 +1,32 @@
+"""Per-token columns the collates used to choke on, through the public collates."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chatdata.train import collate_padded, collate_padding_free, collate_prefix_tree
+
+COLLATES = {"padding_free": collate_padding_free, "padded": lambda rows: collate_padded(rows, pad_token_id=0),
+            "tree": collate_prefix_tree}
+
+
+@pytest.mark.parametrize("kind", list(COLLATES))
+def test_columns_that_carry_autograd_history_keep_it(kind):
+    """Logprobs (and weights) from a forward run with grad: every collate stopped with torch's
+    "Can't call numpy() on Tensor that requires grad", naming nothing the caller passed; they now
+    come out aligned and gradients flow back to each row's own tensor."""
+    lp = [torch.randn(3, requires_grad=True), torch.randn(2, requires_grad=True)]
+    w = torch.tensor([1.0, 0.0, 2.0], requires_grad=True)
+    rows = [{"input_ids": torch.tensor([1, 2, 3]), "logprobs": lp[0] * 1, "loss_weights": w * 1,
+             "assistant_masks": torch.tensor([False, True, True])},
+            {"input_ids": torch.tensor([1, 2]), "logprobs": lp[1] * 1, "loss_weights": torch.ones(2)}]
+    b = COLLATES[kind](rows)
+    assert b["logprobs"].requires_grad and b["loss_weights"].requires_grad
+    got = b["logprobs"].reshape(-1)
+    assert torch.equal(got[got != 0].detach(), torch.cat(lp).detach()[torch.cat(lp).detach() != 0])
+    (b["logprobs"] * 2).sum().backward(retain_graph=True)
+    assert lp[0].grad.tolist() == [2.0] * 3 and lp[1].grad.tolist() == [2.0] * 2
+    b["loss_weights"].sum().backward()
+    assert w.grad.tolist() == [0.0, 0.0, 1.0]  # untrained tokens (mask off, weight 0) carry no weight
+    flat = b["loss_weights"].detach().reshape(-1).tolist()
+    assert sorted(flat)[-3:] == [1.0, 1.0, 2.0] or sorted(flat)[-2:] == [1.0, 2.0]

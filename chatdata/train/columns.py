@@ -3,14 +3,17 @@
 A row is a dict (or a TensorDict item, as ``Rollout.tokens()[i]`` gives) with a 1-D integer
 ``input_ids``. Its **per-token columns** are, whatever their names:
 
-* every ``torch.Tensor`` or numpy array entry with at least one dim. Its first dim must equal
-  ``len(input_ids)``: a ValueError names the row and the column otherwise;
+* every ``torch.Tensor`` or numeric (bool, integer, float) numpy array entry with at least one
+  dim. Its first dim must equal ``len(input_ids)``: a ValueError names the row and the column
+  otherwise;
 * a list or tuple under one of the names in :data:`LIST_COLUMNS` (``[1, 0, 1]`` masks and
   labels, written by hand).
 
-Not columns: ``attention_mask`` and ``position_ids`` (each collate builds its own), 0-d tensors,
-numbers, strings, ``None`` and other objects (per-row data such as a session id or a History).
-The collates leave them out. ``column_dtypes`` (a dict ``name -> dtype name``) says that those
+``assistant_masks`` holds one flag per token (1-D), and ``labels`` token ids or -100; a
+ValueError names the row otherwise. Not columns: ``attention_mask`` and ``position_ids`` (each
+collate builds its own), 0-d tensors, numbers, strings, numpy arrays of strings or objects,
+``None`` and other objects (per-row data such as a session id or a History). The collates leave
+them out. ``column_dtypes`` (a dict ``name -> dtype name``) says that those
 columns are stored narrower than their dtype (``Rollout.tokens()`` keeps routed-expert ids as
 uint8); they come out of :func:`gather_rows` in their own dtype again.
 
@@ -120,7 +123,7 @@ def _row_columns(row, j: int, n: int) -> dict:
             continue
         v = row[name]
         if isinstance(v, np.ndarray):
-            if v.ndim == 0:
+            if v.ndim == 0 or v.dtype.kind not in "biuf":  # strings, objects, dates: per-row data, not numbers
                 continue
             v = torch.from_numpy(np.ascontiguousarray(v))
         elif isinstance(v, (list, tuple)) and name in LIST_COLUMNS:
@@ -132,9 +135,35 @@ def _row_columns(row, j: int, n: int) -> dict:
         if v.ndim == 0 or v.shape[0] != n:
             raise ValueError(f"row {j}: {name} has {v.shape[0] if v.ndim else 0} entries along its first dim "
                              f"(shape {tuple(v.shape)}) but input_ids has {n}: a per-token column needs one entry per token")
+        if name == "assistant_masks":
+            _check_mask(v, f"row {j}: ")
         out[name] = v
     widen_columns(out, _dtype_map(row[COLUMN_DTYPES]) if COLUMN_DTYPES in row.keys() else None)
     return out
+
+
+def _check_mask(mask: torch.Tensor, where: str) -> None:
+    """An ``assistant_masks`` column holds one flag per token: a (T, k) one would broadcast the labels
+    made from it to (T, k) (a padded batch then had labels of shape (B, L, k))."""
+    if mask.ndim != 1:
+        raise ValueError(f"{where}assistant_masks must hold one flag per token (1-D, like input_ids), got shape "
+                         f"{tuple(mask.shape)}")
+
+
+def _check_labels(flat: FlatRows) -> None:
+    """Refuse a negative label other than -100 (one pass over the batch): the loss would stop with
+    torch's "Target -1 is out of bounds", far from here (-100 is what cross-entropy ignores)."""
+    labels = flat.columns["labels"]
+    if not labels.numel() or labels.device.type != "cpu":
+        return
+    ln = labels.numpy()
+    bad = (ln < 0) & (ln != IGNORE_INDEX)
+    if bad.any():
+        at = int(np.flatnonzero(bad)[0])
+        j = int(np.searchsorted(flat.offsets, at, side="right")) - 1
+        raise ValueError(f"row {j}: labels holds {int(ln[at])} at position {at - int(flat.offsets[j])}: a label is a "
+                         f"token id >= 0, or {IGNORE_INDEX} where the token is not trained (the value cross-entropy "
+                         "ignores; replace other ignore values such as -1 with -100)")
 
 
 def _cat(parts: list) -> torch.Tensor:
@@ -242,6 +271,8 @@ def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
             columns[name] = v
     if COLUMN_DTYPES in values.keys():
         widen_columns(columns, values[COLUMN_DTYPES])
+    if "assistant_masks" in columns:
+        _check_mask(columns["assistant_masks"], "the ragged stack's ")
     ids = ids.to(torch.int64)
     if labels:
         columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in columns else \
@@ -263,6 +294,8 @@ def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> Flat
     """
     flat = _gather(rows, allow_empty, labels)
     _check_ids(flat)
+    if "labels" in flat.columns and not (isinstance(rows, TokenRows) and "labels" not in rows.columns):
+        _check_labels(flat)  # (a TokenDataset's labels are its checked ids or -100)
     masks = flat.columns.get("assistant_masks")
     if masks is not None and masks.dtype != torch.bool:  # a mask of 2 or 0.5 means trained, as in the labels
         flat.columns["assistant_masks"] = masks != 0

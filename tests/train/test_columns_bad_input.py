@@ -1,6 +1,7 @@
 """Per-token columns the collates used to choke on, through the public collates."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -30,3 +31,34 @@ def test_columns_that_carry_autograd_history_keep_it(kind):
     assert w.grad.tolist() == [0.0, 0.0, 1.0]  # untrained tokens (mask off, weight 0) carry no weight
     flat = b["loss_weights"].detach().reshape(-1).tolist()
     assert sorted(flat)[-3:] == [1.0, 1.0, 2.0] or sorted(flat)[-2:] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("kind", list(COLLATES))
+def test_a_mask_of_more_than_one_flag_per_token_is_refused(kind):
+    """A (T, k) assistant_masks broadcast the labels made from it: the padded batch came out with
+    labels of shape (B, L, k), the padding-free one failed in a reshape, the tree kept the mask."""
+    rows = [{"input_ids": [1, 2], "assistant_masks": torch.ones(2, 2, dtype=torch.bool)}]
+    with pytest.raises(ValueError, match=r"row 0: assistant_masks must hold one flag per token .*\(2, 2\)"):
+        COLLATES[kind](rows)
+
+
+@pytest.mark.parametrize("kind", list(COLLATES))
+def test_labels_with_another_ignore_value_are_refused(kind):
+    """-1 (or any negative label but -100) went through every collate; the loss then stopped with
+    torch's "Target -1 is out of bounds"."""
+    rows = [{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3], "labels": [-100, 2, -1]}]
+    with pytest.raises(ValueError, match=r"row 1: labels holds -1 at position 2: .* -100"):
+        COLLATES[kind](rows)
+    rows[1]["labels"] = [-100, 2, 3]
+    assert COLLATES[kind](rows)["labels"].min() == -100
+
+
+@pytest.mark.parametrize("kind", list(COLLATES))
+def test_numpy_arrays_of_strings_are_per_row_data(kind):
+    """A numpy array of strings (a tags field of a numpy-formatted dataset) was taken for a per-token
+    column and failed in torch ("can't convert np.ndarray of type numpy.str_"); like strings, it is
+    now left out."""
+    rows = [{"input_ids": [1, 2, 3], "tags": np.array(["a", "b"]), "logprobs": np.zeros(3, dtype=np.float32)},
+            {"input_ids": [4, 5], "tags": np.array(["c"], dtype=object), "logprobs": np.zeros(2, dtype=np.float32)}]
+    b = COLLATES[kind](rows)
+    assert "tags" not in b and b["logprobs"].dtype == torch.float32

@@ -33,7 +33,7 @@ def weighted_causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, loss_wei
 
     A weight where the label is -100 counts nowhere. Weights must be finite and >= 0 (a
     ValueError otherwise: a NaN gave a NaN loss, a negative one a loss that rewards errors);
-    labels are integer ids (int32 and friends are widened to int64)."""
+    labels are integer ids below ``V`` or -100 (int32 and friends are widened to int64)."""
     if normalize not in NORMALIZE:
         raise ValueError(f"normalize must be one of {NORMALIZE}, got {normalize!r}")
     for name, t in (("logits", logits), ("labels", labels), ("loss_weights", loss_weights)):
@@ -55,6 +55,13 @@ def weighted_causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, loss_wei
                              f"{'NaN' if bool(loss_weights.isnan().any()) else f'min {float(lo)}, max {float(hi)}'})")
     y = labels[..., 1:].reshape(-1).long()
     trained = y != IGNORE_INDEX
+    V = logits.shape[-1]
+    wrong = (y >= V) | (y < 0) & trained
+    if y.numel() and bool(wrong.any()):  # else torch's bare "Target 7 is out of bounds"
+        bad = y[wrong][0]
+        raise ValueError(f"labels hold {int(bad)}, but a label is a token id in [0, {V}) (the logits' last dim) or "
+                         f"{IGNORE_INDEX} where the token is not trained: give the logits of the model whose "
+                         "vocabulary the labels come from, and -100 as the ignore value")
     w = loss_weights[..., 1:].reshape(-1).to(logits.dtype) * trained  # no weight where no label
     ce = F.cross_entropy(logits[..., :-1, :].reshape(-1, logits.shape[-1]), y, ignore_index=IGNORE_INDEX,
                          reduction="none")

@@ -60,7 +60,9 @@ class PackedBatchSampler(torch.utils.data.Sampler):
 
     ``lengths``: int tensor of sequence lengths (``TokenDataset.lengths``). ``max_tokens``:
     tokens per batch. ``num_replicas``/``rank`` default to ``torch.distributed``'s world size
-    and rank when it is initialized (else 1 and 0). ``overflow``: ``"error"`` or ``"drop"`` for
+    and rank when it is initialized (else 1 and 0); every rank must get the same lengths, ``seed``
+    and settings, since each computes the whole plan (a per-rank seed overlaps the shards, as with
+    ``DistributedSampler``). ``overflow``: ``"error"`` or ``"drop"`` for
     sequences longer than ``max_tokens`` (to truncate them, build the dataset with
     ``TokenDataset(path, max_length=max_tokens)`` and pass its lengths). ``strategy="tree"``
     packs prefix trees (collate them with ``collate_prefix_tree``): pass the dataset itself

@@ -287,19 +287,24 @@ class TokenDataset(torch.utils.data.Dataset):
         return "loss_weights" in self._side
 
     def trained_lengths(self) -> torch.Tensor:
-        """Trained (assistant-mask) tokens per sequence, int64: one pass over the mask column only.
+        """Trained tokens per sequence (assistant mask set, and loss weight not 0 when the set has
+        weights), int64: one pass over the mask column (and the weights).
 
         Example: ``ds.trained_lengths().sum() / ds.lengths.sum()`` is the trained share of tokens.
         """
         s, e = self._starts, self._ends
         out = np.zeros(s.size, dtype=np.int64)
+        trained = self._masks_np.astype(bool, copy=False)
+        if "loss_weights" in self._side:  # a weight of 0 is not trained, as ds[i]'s mask says
+            w = self._side["loss_weights"][0]
+            trained = trained & (w != 0 if isinstance(w, np.ndarray) else (w != 0).numpy())
         nonempty = e > s
         if nonempty.any():
             idx = np.empty(2 * int(nonempty.sum()), dtype=np.int64)
             idx[0::2], idx[1::2] = s[nonempty], e[nonempty]
-            if idx[-1] == self._masks_np.size:  # the last segment runs to the end of the column
+            if idx[-1] == trained.size:  # the last segment runs to the end of the column
                 idx = idx[:-1]
-            out[nonempty] = np.add.reduceat(self._masks_np.astype(bool, copy=False), idx, dtype=np.int64)[0::2]
+            out[nonempty] = np.add.reduceat(trained, idx, dtype=np.int64)[0::2]
         return torch.from_numpy(out)
 
     def _index(self, i) -> int:

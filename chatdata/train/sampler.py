@@ -173,10 +173,16 @@ class PackedBatchSampler(torch.utils.data.Sampler):
         return len(self._batches())
 
     def __iter__(self):
+        # the bookkeeping runs now, not at the first next(): a state taken between iter() and the
+        # first batch (a checkpoint at the top of a pass) said the previous pass's count, and a
+        # resume from it skipped the whole epoch when set_epoch had not moved it on
         batches = self._batches()
         start, self._resume = self._resume, 0
         self._done = start
-        for b in batches[start:]:
+        return self._yield(batches[start:])
+
+    def _yield(self, batches):
+        for b in batches:
             self._done += 1
             yield b.tolist()
 

@@ -23,3 +23,20 @@ def test_a_numpy_or_tensor_max_tokens_gives_a_state_torch_load_reads(tmp_path, m
     fresh = PackedBatchSampler(lengths, max_tokens=8, seed=1)
     fresh.load_state_dict(state)
     assert list(fresh) == rest
+
+
+def test_a_state_taken_before_the_first_batch_of_a_pass_resumes_the_whole_pass():
+    """iter() reset the count only at the first next(): after a whole pass over an epoch, a state
+    taken at the top of the next pass over it (set_epoch not moved on, a checkpoint before the
+    first batch) said the epoch was done, and a resume from it skipped every batch."""
+    lengths = torch.tensor([5, 3, 4, 2, 6, 7, 1, 8, 8])
+    s = PackedBatchSampler(lengths, max_tokens=8, seed=1)
+    full = list(s)
+    loader = torch.utils.data.DataLoader(list(range(len(lengths))), batch_sampler=s)
+    it = iter(loader)
+    state = s.state_dict()
+    assert state["batches_done"] == 0
+    fresh = PackedBatchSampler(lengths, max_tokens=8, seed=1)
+    fresh.load_state_dict(state)
+    assert list(fresh) == full
+    assert [b.tolist() for b in it] == full  # the pass itself is unchanged

@@ -91,6 +91,11 @@ class PrefixIndex:
         n = lengths.size
         if n == 0:
             raise ValueError("nothing to pack: the source holds no rows")
+        if not lengths.all():  # else a bin holds it and collate_prefix_tree refuses that batch, mid-epoch
+            j = int(np.flatnonzero(lengths == 0)[0])
+            raise ValueError(f"row {j} has no tokens: a prefix-tree batch cannot hold an empty row "
+                             f"({int((lengths == 0).sum())} row(s) are empty); leave them out of the token set, or "
+                             "pack by lengths (strategy='bfd') for collate_padding_free, which skips them")
         self.order = dfs_order(row, n, first_chunk=64)
         self.lcp = adjacent_lcp(row, self.order)
 

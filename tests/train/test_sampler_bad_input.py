@@ -40,3 +40,16 @@ def test_a_state_taken_before_the_first_batch_of_a_pass_resumes_the_whole_pass()
     fresh.load_state_dict(state)
     assert list(fresh) == full
     assert [b.tolist() for b in it] == full  # the pass itself is unchanged
+
+
+def test_an_empty_row_is_refused_when_a_tree_plan_is_made():
+    """The tree planner put an empty row into a bin, and collate_prefix_tree refused that batch
+    only when the loader reached it (mid-epoch); the sampler now says so when it is built."""
+    from chatdata.train import pack
+
+    rows = [{"input_ids": [1, 2, 3]}, {"input_ids": []}, {"input_ids": [1, 2, 4]}]
+    with pytest.raises(ValueError, match="row 1 has no tokens: a prefix-tree batch cannot hold an empty row"):
+        PackedBatchSampler(rows, max_tokens=8, strategy="tree")
+    with pytest.raises(ValueError, match="row 1 has no tokens"):
+        pack(rows, 8, strategy="tree")
+    assert len(PackedBatchSampler(rows[::2], max_tokens=8, strategy="tree")) == 1

@@ -8,7 +8,8 @@ which labels are made; without either, every token is a label), the :class:`Toke
 Padding-free batches follow transformers' ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``:
 ``input_ids``, ``labels`` and ``position_ids`` of shape (1, T) (int64), positions restarting at
 0 for each sequence, -100 as each sequence's first label (so no sequence learns to predict
-across a boundary), ``cu_seq_lens_q``/``cu_seq_lens_k`` (int32, n + 1) and
+across a boundary), ``cu_seq_lens_q``/``cu_seq_lens_k`` (int32, n + 1 for n rows with tokens:
+an empty row gets no boundary, as in transformers) and
 ``max_length_q``/``max_length_k`` (Python ints). There is no ``attention_mask``: transformers'
 sdpa/eager attention finds the sequences from the restarting positions and builds the
 block-diagonal causal mask; flash-attention kernels take the ``cu_seq_lens``.

@@ -150,6 +150,15 @@ def _check_mask(mask: torch.Tensor, where: str) -> None:
                          f"{tuple(mask.shape)}")
 
 
+def _labels_column(y: torch.Tensor, where: str) -> torch.Tensor:
+    """A ``labels`` column the rows give, as a fresh int64 tensor: float labels (cut silently by a
+    cast) and bool ones are refused, as is more than one label per token."""
+    if y.ndim != 1 or y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
+        raise TypeError(f"{where}labels must be 1-D integer ids (-100 where not trained), got shape "
+                        f"{tuple(y.shape)} and dtype {y.dtype}")
+    return y.to(torch.int64, copy=True)
+
+
 def _check_labels(flat: FlatRows) -> None:
     """Refuse a negative label other than -100 (one pass over the batch): the loss would stop with
     torch's "Target -1 is out of bounds", far from here (-100 is what cross-entropy ignores)."""
@@ -203,15 +212,10 @@ def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
         if x.numel() == 0 and not allow_empty:
             raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
         c = _row_columns(row, j, x.numel())
-        if labels:
-            if "labels" in c:
-                y = c["labels"]
-                if y.ndim != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
-                    raise TypeError(f"row {j}: labels must be 1-D integer ids, got shape {tuple(y.shape)} "
-                                    f"and dtype {y.dtype}")
-                c["labels"] = y.to(torch.int64)
-            else:
-                c["labels"] = make_labels(x, c.get("assistant_masks"))
+        if "labels" in c:
+            c["labels"] = _labels_column(c["labels"], f"row {j}: ")
+        elif labels:
+            c["labels"] = make_labels(x, c.get("assistant_masks"))
         ids.append(x)
         cols.append(c)
     lengths = np.fromiter((t.numel() for t in ids), dtype=np.int64, count=len(ids))
@@ -274,9 +278,10 @@ def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
     if "assistant_masks" in columns:
         _check_mask(columns["assistant_masks"], "the ragged stack's ")
     ids = ids.to(torch.int64)
-    if labels:
-        columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in columns else \
-            make_labels(ids, columns.get("assistant_masks"))
+    if "labels" in columns:
+        columns["labels"] = _labels_column(columns["labels"], "the ragged stack's ")
+    elif labels:
+        columns["labels"] = make_labels(ids, columns.get("assistant_masks"))
     return FlatRows(ids, offsets, columns)
 
 
@@ -328,7 +333,8 @@ def _gather(rows, allow_empty: bool, labels: bool) -> FlatRows:
             raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
         columns = {"assistant_masks": rows.assistant_masks, **rows.columns}
         # every TokenDataset item has labels: a batch of them does too (a fresh tensor)
-        columns["labels"] = columns["labels"].to(torch.int64, copy=True) if "labels" in rows.columns else rows.labels
+        columns["labels"] = _labels_column(columns["labels"], "the rows' ") if "labels" in rows.columns \
+            else rows.labels
         return FlatRows(rows.input_ids, offsets, columns)
     if hasattr(rows, "offsets") and hasattr(rows, "values") and hasattr(rows, "keys"):
         return _from_ragged(rows, allow_empty, labels)

@@ -62,3 +62,20 @@ def test_numpy_arrays_of_strings_are_per_row_data(kind):
             {"input_ids": [4, 5], "tags": np.array(["c"], dtype=object), "logprobs": np.zeros(2, dtype=np.float32)}]
     b = COLLATES[kind](rows)
     assert "tags" not in b and b["logprobs"].dtype == torch.float32
+
+
+def test_float_labels_are_refused_on_every_path():
+    """A ragged set (or TokenDataset rows) with a float labels column was cast to int64, cutting
+    1.7 to 1 silently; rows as dicts already refused it. The tree collate now refuses it too, and
+    gives int64 labels whatever integer dtype the rows hold."""
+    from chatdata.td import RaggedTensorDict, TensorDict
+
+    ragged = RaggedTensorDict(TensorDict({"input_ids": torch.tensor([1, 2, 3]),
+                                          "labels": torch.tensor([1.7, -100.0, 3.0])}, [3]), torch.tensor([0, 1, 3]))
+    for kind, collate in COLLATES.items():
+        with pytest.raises(TypeError, match=r"the ragged stack's labels must be 1-D integer ids .*float32"):
+            collate(ragged)
+    with pytest.raises(TypeError, match=r"row 0: labels must be 1-D integer ids"):
+        collate_prefix_tree([{"input_ids": [1, 2], "labels": [1.5, 2.0]}])
+    tree = collate_prefix_tree([{"input_ids": [1, 2], "labels": torch.tensor([-100, 2], dtype=torch.int32)}])
+    assert tree["labels"].dtype == torch.int64 and tree["labels"].tolist() == [[-100, 2]]

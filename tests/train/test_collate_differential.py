@@ -9,6 +9,7 @@ own row's earlier tokens.
 """
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -196,3 +197,36 @@ def test_a_tiny_model_scores_every_batch_kind_as_the_rows_one_by_one(rows):
             logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
             got = float(weighted_causal_lm_loss(logits, batch["labels"], w, normalize="sum"))
             assert abs(got - want) < 1e-4 * max(1.0, abs(want))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_long_rows_are_laid_out_by_the_copy_path_as_the_rows_one_by_one(seed):
+    """Rows of 128 tokens or more on average are copied slice by slice (pad_rows' other path)."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randint(0, 50, (200,), generator=g)
+    rows = []
+    for k in range(5):
+        cut = int(torch.randint(0, 201, (), generator=g))
+        ids = torch.cat([base[:cut], torch.randint(0, 50, (int(torch.randint(130, 300, (), generator=g)),), generator=g)])
+        n = ids.numel()
+        rows.append({"input_ids": ids, "logprobs": -torch.rand(n, generator=g), "advantages": torch.randn(n, generator=g).bfloat16(),
+                     "routed_experts": torch.randint(0, 256, (n, 2), generator=g, dtype=torch.int16),
+                     "assistant_masks": torch.rand(n, generator=g) < 0.5, "loss_weights": torch.rand(n, generator=g).round()})
+    rows.append({k: v.clone() for k, v in rows[-1].items()})  # a duplicate
+    for side in ("right", "left"):
+        b = collate_padded(rows, pad_token_id=7, padding_side=side)
+        L = b["input_ids"].shape[1]
+        for j, row in enumerate(rows):
+            n = row["input_ids"].numel()
+            tok = slice(0, n) if side == "right" else slice(L - n, L)
+            labels, weights, _ = reference(row)
+            same(b["labels"][j, tok], labels, (side, "labels", j))
+            same(b["loss_weights"][j, tok], weights, (side, "weights", j))
+            for name in COLUMNS:
+                same(b[name][j, tok], row[name], (side, name, j))
+    b = collate_prefix_tree(rows)
+    for j, row in enumerate(rows):
+        n = row["input_ids"].numel()
+        same(b["input_ids"][0, b["row_index"][j, :n]], row["input_ids"], ("tree ids", j))
+        for name in COLUMNS:
+            same(b[name][j, :n], row[name], ("tree", name, j))

@@ -109,9 +109,11 @@ def collate_padded(rows, pad_token_id: int, pad_to_multiple_of: int | None = Non
     pad_token_id = int(pad_token_id)
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
-    if pad_to_multiple_of is not None and (isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int)
-                                           or pad_to_multiple_of <= 0):
-        raise ValueError(f"pad_to_multiple_of must be a positive int or None, got {pad_to_multiple_of!r}")
+    if pad_to_multiple_of is not None:  # a numpy int too, as pad_token_id (a config read through numpy)
+        if isinstance(pad_to_multiple_of, (bool, np.bool_)) or not isinstance(pad_to_multiple_of, (int, np.integer)) \
+                or pad_to_multiple_of <= 0:
+            raise ValueError(f"pad_to_multiple_of must be a positive int or None, got {pad_to_multiple_of!r}")
+        pad_to_multiple_of = int(pad_to_multiple_of)
     flat = gather_rows(rows, labels=True)
     lengths = flat.lengths
     B = lengths.size

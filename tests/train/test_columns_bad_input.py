@@ -79,3 +79,11 @@ def test_float_labels_are_refused_on_every_path():
         collate_prefix_tree([{"input_ids": [1, 2], "labels": [1.5, 2.0]}])
     tree = collate_prefix_tree([{"input_ids": [1, 2], "labels": torch.tensor([-100, 2], dtype=torch.int32)}])
     assert tree["labels"].dtype == torch.int64 and tree["labels"].tolist() == [[-100, 2]]
+
+
+def test_pad_to_multiple_of_takes_a_numpy_int_as_pad_token_id_does():
+    rows = [{"input_ids": [1, 2, 3]}]
+    assert collate_padded(rows, np.int64(0), pad_to_multiple_of=np.int64(8))["input_ids"].shape == (1, 8)
+    for bad in (np.bool_(True), 2.0, np.int64(0)):
+        with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive int"):
+            collate_padded(rows, 0, pad_to_multiple_of=bad)

@@ -131,7 +131,7 @@ class ConcatTokenDataset(torch.utils.data.Dataset):
         return self.parts[0].has_loss_weights
 
     def trained_lengths(self) -> torch.Tensor:
-        """Trained (assistant-mask) tokens per sequence, every part's in order."""
+        """Trained tokens per sequence (mask set, weight not 0), every part's in order."""
         return torch.cat([p.trained_lengths() for p in self.parts])
 
     def __len__(self) -> int:

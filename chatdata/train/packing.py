@@ -30,8 +30,8 @@ import torch
 
 from ..td.core import is_integer_dtype
 
-__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "check_max_tokens", "STRATEGIES",
-           "OVERFLOWS", "register_planner", "planner"]
+__all__ = ["PackingPlan", "pack", "check_lengths", "check_seed", "as_int", "check_state_keys", "check_max_tokens",
+           "STRATEGIES", "OVERFLOWS", "register_planner", "planner"]
 
 STRATEGIES = ("bfd", "ffd", "tree")
 OVERFLOWS = ("error", "truncate", "split", "drop")

@@ -14,8 +14,8 @@ def test_trained_lengths_leave_out_tokens_of_weight_zero(sample_tokenizer, tmp_p
     tok = sample_tokenizer
     ro = Rollout([[{"role": "user", "content": "hi"}], [{"role": "user", "content": "yo"}]], tokenizer=tok)
     r1, r2 = torch.tensor(tok.encode("hello<|im_end|>")), torch.tensor(tok.encode("a b c<|im_end|>"))
-    ro.add_response([r1, r2], extras={"loss_weights": [torch.zeros(len(r1)), torch.tensor([1.0, 0.0, 0.5, 1.0][:len(r2)]
-                                                                                          + [1.0] * (len(r2) - 4))]})
+    assert len(r2) == 4  # 'a', ' b', ' c', '<|im_end|>'
+    ro.add_response([r1, r2], extras={"loss_weights": [torch.zeros(len(r1)), torch.tensor([1.0, 0.0, 0.5, 1.0])]})
     ro.tokens().memmap(tmp_path / "t")
     for ds in (TokenDataset(tmp_path / "t"), ConcatTokenDataset([tmp_path / "t", ro.tokens()])):
         per_item = [int(ds[i]["assistant_masks"].sum()) for i in range(len(ds))]

@@ -45,6 +45,8 @@ class _Mark(NamedTuple):
     pending: torch.Tensor
     added: bool
     n_turns: int
+    owner: object  # the row the mark was taken of
+    last: object  # its last message then (the same dict while the mark holds)
 
 
 class Conversation:
@@ -111,16 +113,25 @@ class Conversation:
         """A mark to :meth:`rollback` to (taken before adding a request's messages)."""
         row = self._ro._rows[0]
         return _Mark(len(row.messages), len(row.prepared), row.last_user,
-                     row.tokens.ids()[row.tokens.committed:].clone(), row.added, len(self._turns))
+                     row.tokens.ids()[row.tokens.committed:].clone(), row.added, len(self._turns), row,
+                     row.messages[-1] if row.messages else None)
 
     def rollback(self, mark: tuple) -> None:
-        """Drop the messages added since ``mark`` (no turn may have been generated since)."""
+        """Drop the messages added since ``mark`` (no turn may have been generated since, and the
+        messages it kept must still be there: a mark of another conversation, or one whose messages
+        an earlier rollback removed, is refused before anything changes)."""
         if not isinstance(mark, _Mark):
             raise TypeError(f"rollback takes a mark from checkpoint(), got {type(mark).__name__}")
-        n_msgs, n_prepared, last_user, pending, added, n_turns = mark
+        n_msgs, n_prepared, last_user, pending, added, n_turns, owner, last = mark
         row = self._ro._rows[0]
-        if len(self._turns) != n_turns or n_msgs > len(row.messages):
+        if owner is not row:
+            raise ValueError("rollback: the mark is another conversation's (take it with this one's checkpoint())")
+        if len(self._turns) != n_turns:
             raise ValueError("rollback: a turn was generated after this checkpoint")
+        if n_msgs > len(row.messages) or (n_msgs and row.messages[n_msgs - 1] is not last):
+            # an older rollback removed what the mark kept: its pending ids are of messages gone since
+            raise ValueError("rollback: the messages this checkpoint kept were rolled back and replaced since; "
+                             "take a new checkpoint()")
         del row.messages[n_msgs:]
         del row.prepared[n_prepared:]
         row.last_user = last_user

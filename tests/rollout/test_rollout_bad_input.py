@@ -386,3 +386,26 @@ def test_mistral_tool_call_cut_and_continued_is_one_call(mistral, cut):
         {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}, "id": "abc123def"}]
     ro.add_messages([[{"role": "tool", "content": "pluie, 12°C", "tool_call_id": "abc123def"}]])
     assert ro.drift() == [None]
+
+
+def test_conversation_rollback_refuses_a_stale_or_foreign_mark(qwen):
+    """A mark whose messages an earlier rollback had replaced (m2 after rollback(m1) and new
+    messages of the same count), or a mark of another conversation, was accepted: it set the
+    pending ids of the old messages, so prompt_ids() said 'AAAA' while messages said 'BBBB'."""
+    c = Conversation(USER, tokenizer=qwen)
+    c.add_response(enc(qwen, "Hallo." + EOT))
+    m1 = c.checkpoint()
+    c.add_messages([{"role": "user", "content": "AAAA"}])
+    m2 = c.checkpoint()
+    c.rollback(m1)
+    c.add_messages([{"role": "user", "content": "BBBB"}])
+    before = c.prompt_ids().clone()
+    with pytest.raises(ValueError, match="rolled back and replaced since"):
+        c.rollback(m2)
+    assert torch.equal(c.prompt_ids(), before) and c.messages[-1]["content"] == "BBBB"  # refused: unchanged
+    other = Conversation(USER, tokenizer=qwen)
+    with pytest.raises(ValueError, match="another conversation's"):
+        other.rollback(m1)
+    c.rollback(m1)  # the older mark still holds: its messages are all there
+    c.add_messages([{"role": "user", "content": "CCCC"}])
+    assert "CCCC" in qwen.decode(c.prompt_ids()) and "BBBB" not in qwen.decode(c.prompt_ids())

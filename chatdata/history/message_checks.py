@@ -2,18 +2,20 @@
 
 A saved History keeps message values as JSON. JSON has no tuples, sets or non-string keys, so
 ``{"pair": (1, 2)}`` or ``{1: "a"}`` would come back changed (``[1, 2]``, ``{"1": "a"}``). UTF-8
-cannot hold a lone surrogate (``"\\ud800"``), which Python strings can. Rather than change such
-values silently on a save, ``from_chats`` refuses them, naming the chat, the message, the field
-and the key path. The walk is iterative: a value nested 100,000 levels deep gets the same clear
-error, never a ``RecursionError``.
+cannot hold a lone surrogate (``"\\ud800"``), which Python strings can. JSON has no NaN or
+infinity: a save would write ``NaN`` / ``Infinity``, which other JSON readers refuse. Rather
+than change such values silently on a save, ``from_chats`` refuses them, naming the chat, the
+message, the field and the key path. The walk is iterative: a value nested 100,000 levels
+deep gets the same clear error, never a ``RecursionError``.
 
 It also applies the content rule: a ``user``, ``system`` or ``tool`` message needs content; an
 ``assistant`` message may lack it only when it has tool calls or reasoning.
 
 The checks run in bulk first (:func:`texts_ok`: one strict UTF-8 encode of all non-ASCII strings
 joined; :func:`json_values_ok`: type checks over all values of a column, one nesting level at a
-time). Only when a bulk check fails is each value walked (:func:`json_value_error`,
-:func:`text_error`) to name the culprit, so valid data pays a few C-level passes per column.
+time, and one ``sum`` of each level's floats, finite unless a value is not). Only when a bulk
+check fails is each value walked (:func:`json_value_error`, :func:`text_error`) to name the
+culprit, so valid data pays a few C-level passes per column.
 
 Example:
     >>> json_value_error({"pair": (1, 2)}, "extra")
@@ -22,6 +24,7 @@ Example:
 from __future__ import annotations
 
 from itertools import chain, compress
+from math import isfinite
 from operator import not_
 
 __all__ = ["json_value_error", "text_error", "content_rule_error", "texts_ok", "json_values_ok", "type_name", "MAX_DEPTH"]
@@ -32,6 +35,7 @@ _NEEDS_CONTENT = ("user", "system", "tool")
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _JSON_TYPES = frozenset({str, int, float, bool, type(None), list, dict})
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+_JSON_SPELLING = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 def type_name(value) -> str:
@@ -89,6 +93,10 @@ def json_values_ok(values) -> bool:
         nxt: list = []
         if str in types:
             strings += [v for v in level if type(v) is str]
+        if float in types:  # NaN / inf: a sum of finite floats is finite unless it overflows (then look at each)
+            floats = level if len(types) == 1 else [v for v in level if type(v) is float]
+            if not isfinite(sum(floats)) and not all(map(isfinite, floats)):
+                return False
         if list in types:
             nxt += chain.from_iterable([v for v in level if type(v) is list])
         if dict in types:
@@ -140,6 +148,9 @@ def json_value_error(value, field: str) -> str | None:
             err = text_error(v, field + _show(path))
             if err:
                 return err
+        elif t is float and not isfinite(v):
+            return (f"{field}{_show(path)} is {v!r}, which JSON cannot hold (a save would write "
+                    f"{_JSON_SPELLING[repr(v)]}, which other JSON readers refuse); use None or a finite number")
         elif t in _SCALARS:
             continue
         elif len(path) >= MAX_DEPTH:

@@ -205,7 +205,8 @@ def test_floats_round_trip_exactly(tmp_path):
 
 # -- issue 24: the bulk checks accept exactly what the per-value walk accepts -----------------------
 _deep = st.recursive(
-    st.one_of(_scalar, st.text(alphabet=st.sampled_from("a\u00e9\ud800\udc00\U0001f44b"), max_size=3)),
+    st.one_of(_scalar, st.text(alphabet=st.sampled_from("a\u00e9\ud800\udc00\U0001f44b"), max_size=3),
+              st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308])),
     lambda c: st.lists(c, max_size=3) | st.tuples(c) | st.dictionaries(st.one_of(_key, st.just("k\udfff")), c, max_size=3),
     max_leaves=10,
 )

@@ -5,7 +5,8 @@ different lengths is a 2-D History of batch ``(n_chats, -1)`` held column-wise: 
 per field for all messages plus int64 per-conversation offsets (a
 :class:`~chatdata.td.RaggedTensorDict`), so building it, indexing a conversation (``h[i]``) or a
 message (``h[i, j]``) never creates per-conversation objects. See
-:mod:`chatdata.history.columns` for the columns.
+:mod:`chatdata.history.columns` for the columns; setting fields, ``h[i] = message``, ``append``
+and ``extend`` are in :mod:`chatdata.history.changes`.
 
 Example:
     >>> h = History.from_chats([[{"role": "user", "content": "2+2?"}],
@@ -24,43 +25,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..td import NonTensorData, RaggedTensorDict, TensorClass, TensorDict
-from ..td import cat
+from ..td import RaggedTensorDict, TensorClass, TensorDict
 from ..td.core import is_integer_dtype
 from ..td.tensorclass import register_tensorclass
-from .columns import DEFAULTS, FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
+from .changes import ChangeMethods, int_index, storage_of
+from .columns import FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
-from .field_checks import FIELD_RULES, check_content_rule, check_field
-from .ragged_ops import as_ragged, concat_rows, single_row
+from .field_checks import check_content_rule
 
 __all__ = ["History"]
-
-
-def _as_history(value, what: str) -> "History":
-    if isinstance(value, History):
-        return value
-    if isinstance(value, Mapping):
-        return History.from_chats([dict(value)])[0]
-    if isinstance(value, (list, tuple)):
-        return History.from_chats(list(value))
-    raise TypeError(f"{what} takes a History (or message dicts), got {type(value).__name__}")
-
-
-def _as_int(i):
-    if isinstance(i, torch.Tensor) and i.ndim == 0 and not i.is_floating_point() and i.dtype is not torch.bool:
-        return int(i)
-    if isinstance(i, np.integer):
-        return int(i)
-    if isinstance(i, np.bool_):  # a bool, not an int: adds a dim as True / False do
-        return bool(i)
-    return i
-
-
-def _int_index(index):
-    """``index`` with 0-d integer tensors (and numpy ints) replaced by Python ints."""
-    if isinstance(index, tuple):
-        return tuple(map(_as_int, index))
-    return _as_int(index)
 
 
 def _is_complete_per_message(self: "History"):
@@ -80,14 +53,7 @@ def _set_is_complete(self: "History", value) -> None:
     self.set("is_complete", value)
 
 
-def _storage_of(h: "History"):
-    s = h._storage
-    if isinstance(s, TensorDict):
-        normalize_storage(s)
-    return s
-
-
-class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
+class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
     """Chat messages with the fields ``role``, ``content``, ``is_complete``, ``tool_calls``,
     ``tool_responses`` and ``extra`` (a dict of any other message keys: ``name``,
     ``tool_call_id``, ``reasoning_content``, ...).
@@ -144,63 +110,6 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
             raise ValueError("History: 'role' must be a str (one per message), got None")
         normalize_storage(storage)
         check_content_rule(storage)
-
-    def set(self, key, value, inplace: bool = False, non_blocking: bool = False):
-        """Set a field; ``None`` resets it to its default, nested lists set a ragged batch.
-
-        The value must be one a History can hold (``ValueError`` otherwise, the History unchanged):
-        see :mod:`chatdata.history.field_checks`.
-        """
-        name = key[0] if isinstance(key, tuple) else key
-        if name not in FIELD_RULES or isinstance(key, tuple):
-            return self._set(key, name, value, inplace)
-        storage = self._storage
-        td = storage.values if isinstance(storage, RaggedTensorDict) else storage
-        old = td._tensordict.get(name)
-        self._set(key, name, value, inplace)
-        try:
-            check_field(td, name)
-            if name == "content" and not self.__dict__.get("_building"):  # the constructor checks it once, at the end
-                check_content_rule(td)
-        except ValueError:
-            if old is None:
-                td._tensordict.pop(name, None)
-            else:
-                td._tensordict[name] = old
-            raise
-        return self
-
-    def _set(self, key, name, value, inplace: bool):
-        storage = self._storage
-        if name in self._field_names and isinstance(storage, RaggedTensorDict) and not isinstance(key, tuple):
-            n = storage.numel()
-            if isinstance(value, list):
-                if len(value) != len(storage) or [len(v) for v in value] != storage.lengths.tolist():
-                    raise ValueError(f"cannot set {name!r}: nested list lengths do not match the conversation lengths")
-                storage.values._tensordict[name] = _stack([x for v in value for x in v])
-            else:
-                storage.values._tensordict[name] = NonTensorData(DEFAULTS.get(name) if value is None else value, batch_size=(n,))
-            return self
-        if value is None and name in self._field_names and isinstance(storage, TensorDict):
-            storage._tensordict[name] = NonTensorData(DEFAULTS.get(name), batch_size=storage.batch_size)
-            return self
-        super().set(key, value, inplace=inplace)
-        if name == "content" and isinstance(storage, TensorDict) and isinstance(value, ContentBase):
-            normalize_storage(storage)
-        return self
-
-    def __setitem__(self, index, value) -> None:
-        """``h["role"] = ...`` sets a field (:meth:`set`); ``h[i] = message`` writes messages (a
-        History, or message dicts, checked as :meth:`from_chats` checks them) into a conversation
-        or a batch of equal-length conversations."""
-        if isinstance(index, str):
-            self.set(index, value)
-            return
-        value = _as_history(value, "item assignment")
-        if isinstance(self._storage, RaggedTensorDict):
-            raise TypeError("cannot assign messages by index into a batch of conversations of different lengths; "
-                            "build a new History (from_chats, append, extend) or set a whole field (h.role = [[...], ...])")
-        self._storage[_int_index(index)] = _storage_of(value)
 
     def __repr__(self) -> str:
         from ..td.core import indent, leaf_repr
@@ -364,7 +273,7 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
         ``is_complete`` if it was given or is False, ``tool_calls`` / ``tool_responses`` if given
         or not None, then the ``extra`` keys.
         """
-        return storage_to_chats(_storage_of(self))
+        return storage_to_chats(storage_of(self))
 
     def tolist(self):
         """Same as :meth:`to_chats`."""
@@ -385,101 +294,7 @@ class History(TensorClass["nocast"]):  # as torchrl: bools and lists stored as g
 
     def _index(self, index):
         # a DataLoader hands out 0-d tensors as indices: they select like the int they hold
-        return super()._index(_int_index(index))
-
-    # -- growing -------------------------------------------------------------------------
-    def _result(self, storage, inplace: bool) -> "History":
-        if inplace:
-            object.__setattr__(self, "_storage", storage)
-            return self
-        return type(self)._from_storage(storage)
-
-    def _dim(self, dim: int) -> int:
-        nd = self.ndim
-        if not -nd <= dim < nd:
-            raise IndexError(f"dim {dim} is out of range for a History with {nd} batch dims")
-        return dim % nd
-
-    def append(self, history: "History", *, inplace: bool = True, dim: int = -1) -> "History":
-        """Add one element along ``dim``: ``history`` has one batch dim less than self.
-
-        On a conversation (1-D) it adds a message. On a batch ``(B, -1)``: with ``dim=-1`` it
-        adds one message to every conversation (``history`` has batch ``(B,)``); with ``dim=0``
-        it adds a conversation. Positions are computed with offset arithmetic, no per-
-        conversation loop. ``inplace=True`` (default) replaces self's storage and returns self.
-
-        Example:
-            >>> h = History.from_chats([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]])
-            >>> _ = h.append(History(role=["assistant"] * 2, content=["A", "B"], batch_size=(2,)))
-            >>> h.content
-            [['a', 'A'], ['b', 'B']]
-        """
-        history = _as_history(history, "append")
-        if not self.batch_dims:
-            raise RuntimeError("Cannot append an element to a batchless History (one message). Call unsqueeze(0) first on self.")
-        if self.batch_dims != history.batch_dims + 1:
-            raise RuntimeError(
-                "The new history to append must have one less dimension than self. Got "
-                f"self.ndim={self.ndim} and history.ndim={history.ndim}."
-            )
-        d = self._dim(dim)
-        s, o = _storage_of(self), _storage_of(history)
-        if isinstance(s, TensorDict) and isinstance(o, TensorDict) and (
-            d == self.ndim - 1 or s.batch_size[d + 1:] == o.batch_size[d:]
-        ):
-            try:
-                return self._result(cat([s, o.unsqueeze(d)], d), inplace)
-            except ValueError:
-                if self.ndim != 2:
-                    raise
-        if self.ndim != 2:
-            raise RuntimeError(f"cannot append to a History of batch size {tuple(self.batch_size)} along dim {dim}")
-        if d == 1:
-            if not isinstance(o, TensorDict):
-                raise RuntimeError("append along the message dim takes one message per conversation (a 1-D History)")
-            n = o.batch_size[0]
-            if n != self.batch_size[0]:
-                raise ValueError(f"append along the message dim adds one message to each conversation: {self.batch_size[0]} "
-                                 f"conversations, got {n} messages (use dim=0 to add a conversation)")
-            new = concat_rows(as_ragged(s), RaggedTensorDict(o, torch.arange(n + 1, dtype=torch.int64)))
-        else:
-            new = RaggedTensorDict.cat([as_ragged(s), single_row(o)])
-        return self._result(new, inplace)
-
-    def extend(self, history: "History", *, inplace: bool = True, dim: int = 0) -> "History":
-        """Add several elements along ``dim``: ``history`` has as many batch dims as self.
-
-        On a conversation it adds messages. On a batch: ``dim=0`` adds conversations,
-        ``dim=-1`` adds messages to every conversation (``history`` is a batch with as many
-        conversations, of any lengths). ``inplace=True`` (default) replaces self's storage.
-
-        Example:
-            >>> h = History.from_chats([{"role": "user", "content": "a"}])
-            >>> _ = h.extend(History.from_chats([{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]))
-            >>> h.role
-            ['user', 'assistant', 'user']
-        """
-        history = _as_history(history, "extend")
-        if not self.batch_dims:
-            raise RuntimeError("Cannot add an element to a batchless History (one message). Call unsqueeze(0) first on self.")
-        if self.batch_dims != history.batch_dims:
-            raise RuntimeError(
-                "The new history to extend must have as many dimensions as self. Got "
-                f"self.ndim={self.ndim} and history.ndim={history.ndim}."
-            )
-        d = self._dim(dim)
-        s, o = _storage_of(self), _storage_of(history)
-        if isinstance(s, TensorDict) and isinstance(o, TensorDict):
-            same = all(a == b for i, (a, b) in enumerate(zip(s.batch_size, o.batch_size)) if i != d)
-            if same or self.ndim != 2:
-                return self._result(cat([s, o], d), inplace)
-        if self.ndim != 2:
-            raise RuntimeError(f"cannot extend a History of batch size {tuple(self.batch_size)} along dim {dim}")
-        if d == 0:
-            new = RaggedTensorDict.cat([as_ragged(s), as_ragged(o)])
-        else:
-            new = concat_rows(as_ragged(s), as_ragged(o))
-        return self._result(new, inplace)
+        return super()._index(int_index(index))
 
     # -- templates -----------------------------------------------------------------------
     def apply_chat_template(

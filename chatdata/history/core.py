@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..td import RaggedTensorDict, TensorClass, TensorDict
+from ..td import NonTensorStack, RaggedTensorDict, TensorClass, TensorDict
 from ..td.core import is_integer_dtype
 from ..td.tensorclass import register_tensorclass
 from .changes import ChangeMethods, int_index, storage_of
-from .columns import FLAGS_KEY, _nest as nest, _stack, build_storage, column, normalize_storage, storage_to_chats
+from .columns import FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
-from .field_checks import check_content_rule
+from .field_checks import check_content_rule, check_message_columns, message_column
 
 __all__ = ["History"]
 
@@ -236,6 +236,9 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         ``tool_calls``, ``tool_responses``, ``extra`` and ``_flags`` (int8 key-presence bits,
         see :mod:`chatdata.history.columns`) to a NonTensorStack, a NonTensorData constant or a
         list with one value per message; ``offsets`` (int64, ``n_chats + 1``) bounds each chat.
+        Values given as lists or constants are checked as :meth:`from_chats` checks them
+        (``ValueError`` naming the column and message); NonTensorStacks (a History's or a loaded
+        folder's columns) are taken as they are.
 
         Example:
             >>> from chatdata.td import NonTensorStack
@@ -243,7 +246,12 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
             >>> h.to_chats()
             [[{'role': 'user', 'content': 'a'}, {'role': 'assistant', 'content': 'b'}]]
         """
-        offsets = torch.as_tensor(offsets)
+        if not isinstance(columns, Mapping):
+            raise TypeError(f"from_message_columns takes a dict of columns (name -> values), got {type(columns).__name__}")
+        try:
+            offsets = torch.as_tensor(offsets)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"offsets must be a 1-D sequence of ints, got {type(offsets).__name__}") from None
         if not is_integer_dtype(offsets.dtype):
             raise ValueError(f"offsets must be ints, got {offsets.dtype}")
         offsets = offsets.to(torch.int64)
@@ -254,15 +262,10 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         if unknown or not {"role", "content"} <= set(columns):
             raise ValueError(f"from_message_columns takes role, content and optionally "
                              f"{[*cls._field_names[2:], FLAGS_KEY]}; got {sorted(columns)}")
-        entries = {}
-        for name, value in columns.items():
-            if isinstance(value, list):
-                value = _stack(value)
-            if not isinstance(value, torch.Tensor) and tuple(value.batch_size) != (n,):
-                raise ValueError(f"column {name!r} has batch size {tuple(value.batch_size)}, expected ({n},)")
-            entries[name] = value
+        entries = {name: message_column(name, value, n) for name, value in columns.items()}
         td = TensorDict._new_unsafe(entries, torch.Size([n]), None)
         normalize_storage(td)
+        check_message_columns(td, [k for k, v in columns.items() if not isinstance(v, NonTensorStack)])
         return cls._from_storage(RaggedTensorDict(td, offsets))
 
     def to_chats(self):

@@ -1,5 +1,5 @@
 """Checks for values set on a History directly: ``History(role=..., content=...)``, ``h.role = ...``,
-``h.set("content", ...)``. They apply the type rules ``from_chats`` applies at the door, so that a
+``h.set("content", ...)``, the columns given to ``History.from_message_columns``. They apply the type rules ``from_chats`` applies at the door, so that a
 History built either way holds only what it can render, save and load back:
 
 =================== =====================================================
@@ -35,11 +35,11 @@ import numpy as np
 import torch
 
 from ..td import NonTensorData, NonTensorStack
-from .columns import column
+from .columns import CONTENT_ABSENT, FLAGS_KEY, _stack, column
 from .content import check_parts
 from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok, type_name
 
-__all__ = ["field_error", "check_field", "check_content_rule", "FIELD_RULES"]
+__all__ = ["field_error", "check_field", "check_content_rule", "FIELD_RULES", "message_column", "check_message_columns"]
 
 _NONE = type(None)
 # the types each field's values may have, and how to say it
@@ -177,12 +177,89 @@ def check_content_rule(td) -> None:
     contents = column(td, "content") if content is not None else [None] * td.numel()
     if None not in contents:
         return
-    roles, calls, extras = column(td, "role"), column(td, "tool_calls"), column(td, "extra")
-    for i in (i for i, c in enumerate(contents) if c is None):
-        if type(roles[i]) is not str:  # torchrl's unbatched lists: no one message to check
+    idx = [i for i, c in enumerate(contents) if c is None]
+    # the other columns only at those messages: a loaded column decodes only what is read
+    sub = td if not td.batch_size or len(idx) == len(contents) else td.reshape(-1)._index(torch.tensor(idx))
+    roles, calls, extras = column(sub, "role"), column(sub, "tool_calls"), column(sub, "extra")
+    for k, i in enumerate(idx):
+        if type(roles[k]) is not str:  # torchrl's unbatched lists: no one message to check
             continue
-        msg = {"role": roles[i], "content": None, "tool_calls": calls[i], **(extras[i] or {})}
+        msg = {"role": roles[k], "content": None, "tool_calls": calls[k], **(extras[k] or {})}
         err = content_rule_error(msg, None)
         if err is not None:
             where = _where(i, td.batch_size) if td.batch_size else ""
             raise ValueError(f"History: {where}{err}")
+
+
+def message_column(name: str, value, n: int):
+    """The column ``name`` of ``History.from_message_columns``, given as ``value`` for ``n``
+    messages: a list (or tuple) of values, a NonTensorStack or NonTensorData of batch ``(n,)``,
+    a bool tensor (``is_complete``) or an int tensor / list of flags (``_flags``, see
+    :mod:`chatdata.history.columns`). ``TypeError`` / ``ValueError`` naming the column otherwise;
+    the values themselves are checked by :func:`check_message_columns`.
+
+    Example:
+        >>> message_column("_flags", [0, 2], 2)
+        tensor([0, 2], dtype=torch.int8)
+        >>> message_column("role", ["user"], 2)
+        Traceback (most recent call last):
+        ...
+        ValueError: column 'role' holds 1 values; the offsets say 2 messages (one value per message)
+    """
+    if name == FLAGS_KEY:
+        return _flags_column(value, n)
+    if isinstance(value, (list, tuple)):
+        value = _stack(list(value))
+    elif isinstance(value, torch.Tensor):
+        if name != "is_complete" or value.dtype is not torch.bool:
+            raise TypeError(f"column {name!r} is a {value.dtype} tensor; it takes a list of values, one per message"
+                            + (" (or a bool tensor)" if name == "is_complete" else ""))
+        if value.ndim != 1:
+            raise ValueError(f"column {name!r} has shape {tuple(value.shape)}, expected ({n},)")
+    elif not isinstance(value, (NonTensorStack, NonTensorData)):
+        raise TypeError(f"column {name!r} must be a list of values (one per message), a NonTensorStack or a "
+                        f"NonTensorData, got {type_name(value)}")
+    size = tuple(value.shape if isinstance(value, torch.Tensor) else value.batch_size)
+    if size != (n,):
+        what = f"holds {size[0]} values" if len(size) == 1 else f"has batch size {size}"
+        raise ValueError(f"column {name!r} {what}; the offsets say {n} messages (one value per message)")
+    return value
+
+
+def _flags_column(value, n: int) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        if not isinstance(value, (list, tuple, np.ndarray)):
+            raise TypeError(f"column {FLAGS_KEY!r} must be an int8 tensor or a list of ints, got {type_name(value)}")
+        value = torch.as_tensor(np.asarray(value) if len(value) else np.zeros(0, np.int8))
+    if value.dtype is torch.bool or value.is_floating_point() or value.is_complex():
+        raise TypeError(f"column {FLAGS_KEY!r} must hold ints, got {value.dtype}")
+    if tuple(value.shape) != (n,):
+        raise ValueError(f"column {FLAGS_KEY!r} has shape {tuple(value.shape)}, expected ({n},) (one per message)")
+    from .schema import FLAG_MAX
+
+    flat = value.numpy() if value.device.type == "cpu" else value.cpu().numpy()  # numpy: one single-threaded pass
+    bad = np.flatnonzero((flat < 0) | (flat > FLAG_MAX))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"column {FLAGS_KEY!r}: message {i} has flags {int(flat[i])}; flags are 0..{FLAG_MAX}")
+    return value.to(torch.int8)
+
+
+def check_message_columns(td, given) -> None:
+    """Raise ``ValueError`` naming the column and message for a value of the columns ``given``
+    (their names; columns of a History or a load, passed on as NonTensorStacks, are taken as
+    they are) that no History can hold, as the setters check them; then the content rule when
+    ``role`` or ``content`` is given (with both passed on, it would decode the whole content
+    column for tool calls that hygiene's ``decode_arguments`` only reshapes), and the ``_flags``
+    that mark a message without content, which must have none."""
+    for name in given:
+        check_field(td, name)
+    if "role" in given or "content" in given:
+        check_content_rule(td)
+    absent = np.flatnonzero(td._tensordict[FLAGS_KEY].numpy() & CONTENT_ABSENT) if FLAGS_KEY in given else ()
+    if len(absent):
+        contents = column(td, "content")
+        for i in absent.tolist():
+            if contents[i] is not None:
+                raise ValueError(f"History: message {i}: its {FLAGS_KEY!r} mark it without content (bit "
+                                 f"{CONTENT_ABSENT}), but its content is {contents[i]!r:.40}")

@@ -52,6 +52,8 @@ def type_name(value) -> str:
         return t.__name__
     name = f"{t.__module__}.{t.__qualname__}"
     if t.__module__.split(".")[0] == "numpy":
+        if getattr(value, "ndim", 0):
+            return f"{name} (a numpy array: use .tolist())"
         return f"{name} (a numpy scalar: use .item())"
     if isinstance(value, str):
         return f"{name} (a str subclass: pass a plain str)"

@@ -1,0 +1,60 @@
+"""``History.from_message_columns`` checks the columns it is given as values, as ``from_chats`` does.
+
+Before, it took any values without a look: ``extra=[{"role": "x"}, ...]`` silently turned message
+0 into an ``x`` turn; an ``is_complete`` bool tensor with fewer values than messages silently
+dropped the other messages from ``to_chats``; a role of 3, NaN in ``extra`` or a ``user`` message
+without content were kept (to fail later in a render or a save, or never); ``_flags`` given as a
+list failed with ``AttributeError: 'NonTensorStack' object has no attribute 'any'``, and flags
+that did not fit the content called the History "corrupt" (a FormatError) on the first read."""
+import math
+
+import pytest
+import torch
+
+from chatdata import History
+from chatdata.td import NonTensorStack
+
+ROLES, CONTENTS = ["user", "assistant"], ["a", "b"]
+
+
+def _make(**cols):
+    return History.from_message_columns({"role": ROLES, "content": CONTENTS, **cols}, [0, 2])
+
+
+@pytest.mark.parametrize("cols, err, match", [
+    (dict(role=[3, "user"]), ValueError, r"message 0: 'role' must be a str, got int"),
+    (dict(extra=[{"role": "x"}, None]), ValueError, r"message 0: 'extra' holds the key 'role', a History field"),
+    (dict(extra=[None, {"w": math.nan}]), ValueError, r"message 1: 'extra'\['w'\] is nan"),
+    (dict(tool_calls=[None, [{"args": (1, 2)}]]), ValueError, r"message 1: 'tool_calls'\[0\]\['args'\] is a tuple"),
+    (dict(role=["user", "user"], content=["a", None]), ValueError, r"message 1: a 'user' message needs 'content'"),
+    (dict(is_complete=torch.tensor([False])), ValueError, r"'is_complete' holds 1 values; the offsets say 2 messages"),
+    (dict(is_complete=torch.tensor([0, 1])), TypeError, r"'is_complete' is a torch.int64 tensor"),
+    (dict(role=torch.tensor([1, 2])), TypeError, r"'role' is a torch.int64 tensor"),
+    (dict(role="user"), TypeError, r"'role' must be a list of values \(one per message\).*got str"),
+    (dict(_flags=torch.zeros(1, dtype=torch.int8)), ValueError, r"'_flags' has shape \(1,\), expected \(2,\)"),
+    (dict(_flags=[0, 99]), ValueError, r"'_flags': message 1 has flags 99; flags are 0\.\.15"),
+    (dict(_flags=[0.5, 0]), TypeError, r"'_flags' must hold ints"),
+    (dict(_flags=[1, 0]), ValueError, r"message 0: its '_flags' mark it without content \(bit 1\), but its content is 'a'"),
+], ids=["role int", "extra overrides role", "nan", "tuple", "content rule", "short is_complete", "int is_complete",
+        "tensor role", "str role", "short flags", "flag value", "float flags", "flags vs content"])
+def test_bad_columns_are_refused_naming_column_and_message(cols, err, match):
+    with pytest.raises(err, match=match):
+        _make(**cols)
+
+
+def test_columns_must_be_a_mapping():
+    with pytest.raises(TypeError, match="takes a dict of columns"):
+        History.from_message_columns([("role", ROLES), ("content", CONTENTS)], [0, 2])
+    with pytest.raises(TypeError, match="offsets must be a 1-D sequence of ints, got str"):
+        History.from_message_columns({"role": ROLES, "content": CONTENTS}, "02")
+
+
+def test_good_columns_as_lists_tuples_tensors_and_a_historys_own_columns():
+    h = _make(is_complete=torch.tensor([True, False]), _flags=[0, 0], extra=(None, {"name": "n"}))
+    assert h.to_chats() == [[{"role": "user", "content": "a"},
+                             {"role": "assistant", "content": "b", "is_complete": False, "name": "n"}]]
+    chats = [[{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": [{"id": "1"}]}], [{"role": "user", "content": "r"}]]
+    src = History.from_chats(chats)
+    cols = {k: src.message_column(k) for k in ("role", "content", "is_complete", "tool_calls", "tool_responses", "extra", "_flags")}
+    assert isinstance(cols["role"], NonTensorStack)
+    assert History.from_message_columns(cols, src.conversation_offsets()).to_chats() == chats

@@ -32,6 +32,8 @@ from .ragged_ops import as_ragged, concat_rows, single_row
 
 __all__ = ["ChangeMethods", "int_index", "storage_of"]
 
+_CONTENT_RULE_FIELDS = ("content", "role", "tool_calls", "extra")
+
 
 def _as_int(i):
     if isinstance(i, torch.Tensor) and i.ndim == 0 and not i.is_floating_point() and i.dtype is not torch.bool:
@@ -76,7 +78,8 @@ class ChangeMethods:
         self._set(key, name, value, inplace)
         try:
             check_field(td, name)
-            if name == "content" and not self.__dict__.get("_building"):  # the constructor checks it once, at the end
+            # the content rule reads these four (the constructor checks it once, at the end)
+            if name in _CONTENT_RULE_FIELDS and not self.__dict__.get("_building"):
                 check_content_rule(td)
         except ValueError:
             if old is None:

@@ -38,7 +38,7 @@ from ..td.nontensor import Pool
 from .content import check_parts
 from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok, type_name
 
-__all__ = ["FIELDS", "build_storage", "storage_to_chats", "column", "normalize_storage", "FLAGS_KEY"]
+__all__ = ["FIELDS", "build_storage", "storage_to_chats", "column", "normalize_storage", "FLAGS_KEY", "packed_strings"]
 
 FIELDS = ("role", "content", "is_complete", "tool_calls", "tool_responses", "extra")
 DEFAULTS = {"is_complete": True, "tool_calls": None, "tool_responses": None, "extra": None}
@@ -253,6 +253,15 @@ def build_storage(flat: list, offsets: list[int] | None) -> TensorDict:
         entries[name] = cols[name] if name in cols else _const(DEFAULTS[name], n)
     entries[FLAGS_KEY] = flags
     return TensorDict._new_unsafe(entries, torch.Size([n]), None)
+
+
+def packed_strings(entry) -> bool:
+    """Whether ``entry`` is a packed str column (a loaded one, say): every value is then a str,
+    known without decoding one (a pool packs as str only when all its values are)."""
+    if not isinstance(entry, NonTensorStack):
+        return False
+    pool = entry._pool
+    return pool.kind == "str" and pool.is_packed and not pool._extras
 
 
 def column(td: TensorDict, name: str) -> list:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..td import NonTensorData, NonTensorStack
-from .columns import CONTENT_ABSENT, FLAGS_KEY, _stack, column
+from .columns import CONTENT_ABSENT, FLAGS_KEY, _stack, column, packed_strings
 from .content import check_parts
 from .message_checks import content_rule_error, json_value_error, json_values_ok, text_error, texts_ok, type_name
 
@@ -174,6 +174,8 @@ def check_content_rule(td) -> None:
     content = entries.get("content")
     if isinstance(content, NonTensorData) and content.data is not None:
         return  # one content for all messages (a list at batch (): torchrl's unbatched lists)
+    if packed_strings(content):
+        return  # a loaded str column: no None, and no decoding to find that out
     contents = column(td, "content") if content is not None else [None] * td.numel()
     if None not in contents:
         return

@@ -244,3 +244,22 @@ def test_a_numpy_scalar_among_messages_is_named():
     # was IndexError: invalid index to scalar variable
     with pytest.raises(ValueError, match=r"message 1: a message must be a dict, got numpy.int64"):
         History.from_chats([{"role": "user", "content": "a"}, np.int64(1)])
+
+
+@pytest.mark.parametrize("field, value", [("tool_calls", None), ("tool_calls", [[], None]), ("extra", None),
+                                          ("role", ["user", "assistant"])],
+                         ids=["calls None", "calls empty", "extra None", "role"])
+def test_setting_another_field_may_not_break_the_content_rule(field, value):
+    # h.tool_calls = None left an assistant turn with neither content nor calls; rendering it then
+    # failed inside the template ("'dict object' has no attribute 'content'"), far from the cause
+    chats = [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}], "reasoning_content": None},
+             {"role": "assistant", "content": None, "reasoning_content": "r"}]
+    if field == "tool_calls":
+        chats[1] = {"role": "user", "content": "q"}
+    if field == "role":
+        chats[1] = {"role": "assistant", "content": "a"}
+    h = History.from_chats(chats)
+    with pytest.raises(ValueError, match=r"message [01]: (an 'assistant' message without 'content' must have|"
+                                         r"a 'user' message needs 'content')"):
+        h.set(field, value)
+    assert h.to_chats() == chats

@@ -13,7 +13,7 @@ import torch
 
 from ..td import RaggedTensorDict, TensorDict
 
-__all__ = ["apply_chat_template", "parse_text", "template_name_for", "check_tokenizer"]
+__all__ = ["apply_chat_template", "parse_text", "template_name_for", "check_tokenizer", "check_options"]
 
 _KEYS = ("input_ids", "attention_mask", "assistant_masks", "loss_weights")
 
@@ -51,6 +51,43 @@ def check_tokenizer(tokenizer: Any) -> None:
     if isinstance(tokenizer, (str, bytes, os.PathLike)):
         raise TypeError(f"tokenizer must be a tokenizer object, e.g. transformers.AutoTokenizer.from_pretrained("
                         f"{os.fsdecode(tokenizer)!r}), not a {type(tokenizer).__name__}")
+    if tokenizer is not None and not hasattr(tokenizer, "chat_template") and not callable(getattr(tokenizer, "encode", None)):
+        raise TypeError(f"tokenizer must be a tokenizer object (with a chat_template or an encode method, e.g. "
+                        f"transformers.AutoTokenizer.from_pretrained(...)), got {type(tokenizer).__name__}")
+
+
+_TRUNCATION = {True: True, False: False, None: False, "longest_first": True, "only_first": True,
+               "do_not_truncate": False}
+
+
+def check_options(tokenize, return_dict, add_generation_prompt, continue_final_message,
+                  return_assistant_tokens_mask, truncation) -> bool:
+    """Refuse option values that would be read as something else (``tokenize="no"`` is truthy,
+    ``truncation="do_not_truncate"`` too); return whether to truncate (transformers' strategy
+    names for one sequence are taken).
+
+    Example:
+        >>> check_options(None, None, True, False, False, "do_not_truncate")
+        False
+        >>> check_options("no", None, True, False, False, False)
+        Traceback (most recent call last):
+        ...
+        TypeError: tokenize must be True, False or None, got 'no'
+    """
+    for name, value, none_ok in (("tokenize", tokenize, True), ("return_dict", return_dict, True),
+                                 ("add_generation_prompt", add_generation_prompt, False),
+                                 ("continue_final_message", continue_final_message, False),
+                                 ("return_assistant_tokens_mask", return_assistant_tokens_mask, False)):
+        if type(value) is not bool and not (none_ok and value is None):
+            raise TypeError(f"{name} must be {'True, False or None' if none_ok else 'True or False'}, got {value!r:.60}")
+    if tokenize is False and (return_assistant_tokens_mask or return_dict):
+        raise ValueError(f"{'return_assistant_tokens_mask' if return_assistant_tokens_mask else 'return_dict'}=True "
+                         "needs tokens: pass tokenize=True (or leave tokenize unset)")
+    try:
+        return _TRUNCATION[truncation]
+    except (KeyError, TypeError):  # TypeError: an unhashable value
+        raise ValueError(f"truncation must be True, False, 'longest_first', 'only_first' or 'do_not_truncate', "
+                         f"got {truncation!r:.60}") from None
 
 
 def _ragged(seqs: list[torch.Tensor], empty_dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,6 +131,8 @@ def apply_chat_template(
                              tokenize_chats)
 
     check_tokenizer(tokenizer)
+    truncate = check_options(tokenize, return_dict, add_generation_prompt, continue_final_message,
+                             return_assistant_tokens_mask, truncation)
     selection = TrainSelection(train_on, last_turn_only, loss_weights)
     if not selection.is_default:
         if tokenize is False:
@@ -105,7 +144,7 @@ def apply_chat_template(
     if continue_final_message:
         add_generation_prompt = False  # the two are exclusive; continuing wins (torchrl's default is True)
     if tokenize is None:
-        tokenize = bool(return_assistant_tokens_mask or return_tensors is not None)
+        tokenize = bool(return_assistant_tokens_mask or return_tensors is not None or return_dict)
     common = dict(add_generation_prompt=add_generation_prompt, tools=tools, documents=documents,
                   tokenizer=tokenizer, **template_kwargs)
     if not tokenize:
@@ -113,6 +152,9 @@ def apply_chat_template(
         return texts[0] if single else texts
     if tokenizer is None:
         raise ValueError("tokenize=True needs a tokenizer")
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise TypeError(f"tokenize=True needs a tokenizer that encodes text (e.g. transformers.AutoTokenizer."
+                        f"from_pretrained(...)); {type(tokenizer).__name__} has no encode method")
     if return_tensors not in (None, "pt"):
         raise ValueError(f"return_tensors must be None or 'pt' (torch tensors), got {return_tensors!r}")
     span_weights = None
@@ -126,7 +168,7 @@ def apply_chat_template(
     else:
         texts = render_chats(chats, template, continue_final_message=continue_final_message, **common)
         spans = None
-    out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=bool(truncation),
+    out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=truncate,
                          max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask,
                          span_weights=span_weights, template=template)
     if return_dict is None:

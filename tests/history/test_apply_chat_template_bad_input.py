@@ -44,3 +44,54 @@ def test_valid_max_length_truncates_ids_and_masks_together(qwen_tok, max_length)
         n = min(max_length, full[i]["input_ids"].numel())
         assert cut[i]["input_ids"].tolist() == full[i]["input_ids"][:n].tolist()
         assert cut[i]["assistant_masks"].tolist() == full[i]["assistant_masks"][:n].tolist()
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    (dict(tokenize="yes"), TypeError, r"tokenize must be True, False or None, got 'yes'"),
+    (dict(tokenize=True, return_dict="no"), TypeError, r"return_dict must be True, False or None, got 'no'"),
+    (dict(add_generation_prompt="no"), TypeError, r"add_generation_prompt must be True or False, got 'no'"),
+    (dict(continue_final_message=1), TypeError, r"continue_final_message must be True or False, got 1"),
+    (dict(return_assistant_tokens_mask="yes"), TypeError, r"return_assistant_tokens_mask must be True or False"),
+    (dict(tokenize=False, return_assistant_tokens_mask=True), ValueError, r"return_assistant_tokens_mask=True needs tokens"),
+    (dict(tokenize=False, return_dict=True), ValueError, r"return_dict=True needs tokens: pass tokenize=True"),
+    (dict(tokenize=True, truncation="nope", max_length=3), ValueError, r"truncation must be True, False, 'longest_first'"),
+], ids=["tokenize str", "return_dict str", "generation prompt str", "continue int", "mask str", "mask untokenized",
+        "dict untokenized", "truncation name"])
+def test_options_that_would_be_read_as_another_value_are_refused(qwen_tok, kwargs, err, match):
+    # before: "no" was truthy (a generation prompt added, a dict returned), tokenize=False silently
+    # dropped the masks asked for, and an unknown truncation name truncated
+    with pytest.raises(err, match=match):
+        History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, **kwargs)
+
+
+def test_truncation_strategy_names_mean_what_transformers_means(qwen_tok):
+    h = History.from_chats(CHATS)
+    full = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True)
+    # "do_not_truncate" was bool("do_not_truncate") == True: it truncated
+    kept = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, truncation="do_not_truncate", max_length=3)
+    cut = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, truncation="longest_first", max_length=3)
+    assert [t.tolist() for t in kept.unbind()] == [t.tolist() for t in full.unbind()]
+    assert [t.tolist() for t in cut.unbind()] == [t[:3].tolist() for t in full.unbind()]
+
+
+def test_return_dict_alone_asks_for_tokens(qwen_tok):
+    # return_dict=True with tokenize unset returned the rendered strings
+    out = History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, return_dict=True)
+    assert out["input_ids"].shape[0] == 2 and "attention_mask" in out.keys()
+
+
+@pytest.mark.parametrize("tokenizer", [3, object()], ids=["int", "object"])
+def test_an_object_that_is_no_tokenizer_is_refused(tokenizer):
+    # tokenizer=3 silently rendered chatml_format, or failed with "'int' object has no attribute 'encode'"
+    with pytest.raises(TypeError, match=r"tokenizer must be a tokenizer object \(with a chat_template or an encode"):
+        History.from_chats(CHATS).apply_chat_template(tokenizer=tokenizer)
+
+
+def test_a_template_only_tokenizer_renders_but_cannot_tokenize(qwen_tok):
+    class TemplateOnly:
+        chat_template = qwen_tok.chat_template
+
+    h = History.from_chats(CHATS)
+    assert h.apply_chat_template(tokenizer=TemplateOnly()) == h.apply_chat_template(tokenizer=qwen_tok)
+    with pytest.raises(TypeError, match="tokenize=True needs a tokenizer that encodes text"):
+        h.apply_chat_template(tokenizer=TemplateOnly(), tokenize=True)

@@ -312,3 +312,11 @@ def test_repr_of_a_batch_of_conversations_describes_each_column(tmp_path):
         assert text.endswith("batch_size=torch.Size([2, -1]),\n    device=None,\n    is_shared=False)")
     assert "'b', 'c'" in repr(History.from_chats(chats)[1])  # one conversation lists its values
     assert "[[None], [None, None]]" in repr(History.from_chats(chats)._storage._get_raw("tool_calls"))
+
+
+def test_numel_counts_the_messages_of_a_ragged_batch():
+    # the product of the batch size (2, -1) gave -2
+    a, b = [{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}] * 3
+    h = History.from_chats([a, b, []])
+    assert h.numel() == 4 and h[1].numel() == 3 and h[1, 0].numel() == 1
+    assert torch.stack([History.from_chats(b)] * 2).numel() == 6

@@ -399,6 +399,11 @@ class TensorClass(Batched):
     def __len__(self):
         return len(self._storage)
 
+    def numel(self) -> int:
+        """The number of elements: its storage's (over a ragged batch ``(B, -1)``, every item of
+        every row, where the product of the batch size would count -1 per row)."""
+        return self._storage.numel()
+
     def __iter__(self):
         for i in range(len(self)):
             yield self[i]

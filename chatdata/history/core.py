@@ -295,6 +295,14 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         """
         return type(self)._from_storage(self._storage.clone(recurse=False))
 
+    def __getitem__(self, index):
+        """``h["role"]`` reads a field (or the ``_flags`` column); a key that is neither is a
+        ``KeyError`` (``h["contents"]`` gave None). Any other index selects conversations or
+        messages. ``h.get(key, default)`` still gives ``default`` (None) for a missing key."""
+        if type(index) is str and index not in self._field_names and index != FLAGS_KEY:
+            raise KeyError(f"History has no field {index!r}; its fields are {list(self._field_names)}")
+        return super().__getitem__(index)
+
     def _index(self, index):
         # a DataLoader hands out 0-d tensors as indices: they select like the int they hold
         return super()._index(int_index(index))

@@ -79,3 +79,14 @@ def test_a_list_that_is_not_ints_or_bools_is_an_index_error(index, batch):
     h = History.from_chats(CHATS) if batch else History.from_chats(CHATS[1])
     with pytest.raises(IndexError, match=r"ints or bools|out of range"):
         h[index]
+
+
+@pytest.mark.parametrize("make", [lambda: History.from_chats(CHATS), lambda: History.from_chats(CHATS)[1],
+                                  lambda: History.from_chats(CHATS)[1, 0]], ids=["batch", "conversation", "message"])
+def test_a_key_that_is_no_field_is_a_key_error(make):
+    # h["contents"] (a typo) gave None
+    h = make()
+    with pytest.raises(KeyError, match=r"History has no field 'contents'; its fields are \['role', 'content'"):
+        h["contents"]
+    assert h.get("contents") is None and h.get("contents", 0) == 0  # get keeps its default
+    assert h["role"] == h.role

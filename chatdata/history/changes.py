@@ -119,6 +119,10 @@ class ChangeMethods:
         if isinstance(self._storage, RaggedTensorDict):
             raise TypeError("cannot assign messages by index into a batch of conversations of different lengths; "
                             "build a new History (from_chats, append, extend) or set a whole field (h.role = [[...], ...])")
+        if isinstance(value._storage, RaggedTensorDict):
+            raise TypeError(f"cannot write a batch of conversations of different lengths (batch size "
+                            f"{tuple(value.batch_size)}) into messages by index; write messages: a History "
+                            "of one conversation or of one message, or message dicts")
         self._storage[int_index(index)] = storage_of(value)
 
     # -- growing -------------------------------------------------------------------------

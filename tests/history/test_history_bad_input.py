@@ -263,3 +263,11 @@ def test_setting_another_field_may_not_break_the_content_rule(field, value):
                                          r"a 'user' message needs 'content')"):
         h.set(field, value)
     assert h.to_chats() == chats
+
+
+def test_item_assignment_of_a_ragged_batch_says_what_to_write():
+    # was: ValueError: Attempting to broadcast a dimension with negative length!
+    conv = History.from_chats(_BATCH[1])
+    with pytest.raises(TypeError, match=r"cannot write a batch of conversations of different lengths \(batch size \(1, -1\)\)"):
+        conv[0] = History.from_chats([_BATCH[0]])
+    assert conv.to_chats() == _BATCH[1]

@@ -80,9 +80,8 @@ def check_options(tokenize, return_dict, add_generation_prompt, continue_final_m
                                  ("return_assistant_tokens_mask", return_assistant_tokens_mask, False)):
         if type(value) is not bool and not (none_ok and value is None):
             raise TypeError(f"{name} must be {'True, False or None' if none_ok else 'True or False'}, got {value!r:.60}")
-    if tokenize is False and (return_assistant_tokens_mask or return_dict):
-        raise ValueError(f"{'return_assistant_tokens_mask' if return_assistant_tokens_mask else 'return_dict'}=True "
-                         "needs tokens: pass tokenize=True (or leave tokenize unset)")
+    if tokenize is False and return_assistant_tokens_mask:  # as transformers; return_dict is ignored, as there
+        raise ValueError("return_assistant_tokens_mask=True needs tokens: pass tokenize=True (or leave tokenize unset)")
     try:
         return _TRUNCATION[truncation]
     except (KeyError, TypeError):  # TypeError: an unhashable value
@@ -144,7 +143,7 @@ def apply_chat_template(
     if continue_final_message:
         add_generation_prompt = False  # the two are exclusive; continuing wins (torchrl's default is True)
     if tokenize is None:
-        tokenize = bool(return_assistant_tokens_mask or return_tensors is not None or return_dict)
+        tokenize = bool(return_assistant_tokens_mask or return_tensors is not None)
     common = dict(add_generation_prompt=add_generation_prompt, tools=tools, documents=documents,
                   tokenizer=tokenizer, **template_kwargs)
     if not tokenize:

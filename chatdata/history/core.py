@@ -339,8 +339,7 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
 
         Returns, for one conversation (a 1-D History) / a batch:
 
-        * ``tokenize=False`` (the default unless masks, tensors or ``return_dict=True`` are asked):
-          a str / a list of str;
+        * ``tokenize=False`` (the default unless masks or tensors are asked): a str / a list of str;
         * ``tokenize=True``: ``input_ids`` of shape ``(1, L)`` / a nested jagged tensor
           ``(B, j)`` (``(B, L)`` when ``padding``);
         * ``return_dict=True`` (default when ``return_assistant_tokens_mask``): a TensorDict of

@@ -53,13 +53,12 @@ def test_valid_max_length_truncates_ids_and_masks_together(qwen_tok, max_length)
     (dict(continue_final_message=1), TypeError, r"continue_final_message must be True or False, got 1"),
     (dict(return_assistant_tokens_mask="yes"), TypeError, r"return_assistant_tokens_mask must be True or False"),
     (dict(tokenize=False, return_assistant_tokens_mask=True), ValueError, r"return_assistant_tokens_mask=True needs tokens"),
-    (dict(tokenize=False, return_dict=True), ValueError, r"return_dict=True needs tokens: pass tokenize=True"),
     (dict(tokenize=True, truncation="nope", max_length=3), ValueError, r"truncation must be True, False, 'longest_first'"),
 ], ids=["tokenize str", "return_dict str", "generation prompt str", "continue int", "mask str", "mask untokenized",
-        "dict untokenized", "truncation name"])
+        "truncation name"])
 def test_options_that_would_be_read_as_another_value_are_refused(qwen_tok, kwargs, err, match):
     # before: "no" was truthy (a generation prompt added, a dict returned), tokenize=False silently
-    # dropped the masks asked for, and an unknown truncation name truncated
+    # dropped the masks asked for (transformers refuses it), and an unknown truncation name truncated
     with pytest.raises(err, match=match):
         History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, **kwargs)
 
@@ -74,10 +73,11 @@ def test_truncation_strategy_names_mean_what_transformers_means(qwen_tok):
     assert [t.tolist() for t in cut.unbind()] == [t[:3].tolist() for t in full.unbind()]
 
 
-def test_return_dict_alone_asks_for_tokens(qwen_tok):
-    # return_dict=True with tokenize unset returned the rendered strings
-    out = History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, return_dict=True)
-    assert out["input_ids"].shape[0] == 2 and "attention_mask" in out.keys()
+def test_return_dict_without_tokens_gives_the_text_as_transformers_and_torchrl_do(qwen_tok):
+    h = History.from_chats(CHATS)
+    want = h.apply_chat_template(tokenizer=qwen_tok)
+    assert h.apply_chat_template(tokenizer=qwen_tok, return_dict=True) == want
+    assert h.apply_chat_template(tokenizer=qwen_tok, return_dict=True, tokenize=False) == want
 
 
 @pytest.mark.parametrize("tokenizer", [3, object()], ids=["int", "object"])

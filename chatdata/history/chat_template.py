@@ -228,16 +228,20 @@ def parse_text(text, chat_template_name=None, chat_template=None, tokenizer=None
     check_tokenizer(tokenizer)
     name = chat_template_name or template_name_for(chat_template, tokenizer)
     if isinstance(text, str):
-        return _messages(parse_chat_text(text, name))
+        return _messages(parse_chat_text(text, name), text, name, "")
     if not isinstance(text, (list, tuple)) or not all(isinstance(t, str) for t in text):
         raise TypeError("from_text takes a str or a list of str")
-    return [_messages(parse_chat_text(t, name)) for t in text]
+    return [_messages(parse_chat_text(t, name), t, name, f"text {i}: ") for i, t in enumerate(text)]
 
 
-def _messages(parsed):
-    """A parser's result as message dicts: torchrl-style parsers return a History."""
+def _messages(parsed, text: str, name: str, where: str):
+    """A parser's result as message dicts (torchrl-style parsers return a History); text that is
+    not blank but holds no message of the format is refused, not read as an empty chat."""
     to_chats = getattr(parsed, "to_chats", None)
-    if to_chats is None:
-        return parsed
-    msgs = to_chats()
-    return [msgs] if isinstance(msgs, dict) else msgs
+    msgs = parsed if to_chats is None else to_chats()
+    msgs = [msgs] if isinstance(msgs, dict) else msgs
+    if not msgs and text.strip():
+        raise ValueError(f"{where}from_text found no message of the {name!r} format in {text[:60]!r}"
+                         f"{'...' if len(text) > 60 else ''}; was it rendered with another template? Pass "
+                         "chat_template_name= the one that rendered it")
+    return msgs

@@ -174,7 +174,9 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         The parser is the one registered for ``chat_template_name``; without a name, the
         registered template whose source equals ``chat_template`` (or the tokenizer's own
         template) is used, and ``chatml_format`` when neither is given. An unterminated final
-        message gets ``is_complete=False``; malformed tool-call JSON raises ``ValueError``.
+        message gets ``is_complete=False``; malformed tool-call JSON raises ``ValueError``, and so
+        does text that is not blank but holds no message of the format (text rendered with another
+        template). Text outside the format's turns is not read.
 
         Example:
             >>> History.from_text("<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\nyo").is_complete

@@ -95,3 +95,16 @@ def test_a_template_only_tokenizer_renders_but_cannot_tokenize(qwen_tok):
     assert h.apply_chat_template(tokenizer=TemplateOnly()) == h.apply_chat_template(tokenizer=qwen_tok)
     with pytest.raises(TypeError, match="tokenize=True needs a tokenizer that encodes text"):
         h.apply_chat_template(tokenizer=TemplateOnly(), tokenize=True)
+
+
+@pytest.mark.parametrize("text, name", [("hello world", None),
+                                        ("<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", None),
+                                        ("<|im_start|>user\nhi<|im_end|>", "llama3")], ids=["plain", "llama3 as chatml", "chatml as llama3"])
+def test_from_text_of_another_format_is_refused_not_read_as_an_empty_chat(text, name):
+    # was: an empty History, without a word
+    with pytest.raises(ValueError, match=r"from_text found no message of the '\w+' format in .*chat_template_name="):
+        History.from_text(text, chat_template_name=name)
+    with pytest.raises(ValueError, match=r"^text 1: from_text found no message"):
+        good = {"llama3": "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"}.get(name, "<|im_start|>user\nhi<|im_end|>")
+        History.from_text([good, text], chat_template_name=name)
+    assert History.from_text(["", " \n"]).to_chats() == [[], []]  # blank text: no messages

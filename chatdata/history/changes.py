@@ -134,6 +134,9 @@ class ChangeMethods:
 
     def _dim(self, dim: int) -> int:
         nd = self.ndim
+        if isinstance(dim, bool) or not hasattr(dim, "__index__"):  # 1.0 read as "out of range", "0" as a bare TypeError
+            raise TypeError(f"dim must be an int, got {dim!r:.40} ({type(dim).__name__})")
+        dim = dim.__index__()
         if not -nd <= dim < nd:
             raise IndexError(f"dim {dim} is out of range for a History with {nd} batch dims")
         return dim % nd

@@ -271,3 +271,15 @@ def test_item_assignment_of_a_ragged_batch_says_what_to_write():
     with pytest.raises(TypeError, match=r"cannot write a batch of conversations of different lengths \(batch size \(1, -1\)\)"):
         conv[0] = History.from_chats([_BATCH[0]])
     assert conv.to_chats() == _BATCH[1]
+
+
+@pytest.mark.parametrize("dim", ["0", 1.0, True, None], ids=repr)
+def test_append_and_extend_take_an_int_dim(dim):
+    # "0" failed with "'<=' not supported between instances of 'int' and 'str'"; 1.0 was "out of range"
+    conv = History.from_chats(_BATCH[1])
+    with pytest.raises(TypeError, match=r"dim must be an int, got"):
+        conv.append({"role": "user", "content": "x"}, dim=dim)
+    with pytest.raises(TypeError, match=r"dim must be an int, got"):
+        conv.extend([{"role": "user", "content": "x"}], dim=dim)
+    assert conv.to_chats() == _BATCH[1]
+    assert conv.extend([{"role": "user", "content": "x"}], dim=np.int64(0), inplace=False).to_chats()[-1]["content"] == "x"

@@ -114,9 +114,11 @@ def _tool_probe(renderer: Renderer) -> tuple[str, str]:
     if tools and isinstance(tools[0], dict):
         fn = tools[0].get("function", tools[0])
         name = fn.get("name", name) if isinstance(fn, dict) else name
-    for args in ({"x": "Vqzarg0"}, '{"x": "Vqzarg0"}'):
+    # an empty content first; " " for templates that read ``content[0]`` (Command A reasoning)
+    variants = [(args, content) for content in ("", " ") for args in ({"x": "Vqzarg0"}, '{"x": "Vqzarg0"}')]
+    for args, content in variants:
         call = {"id": "call0", "type": "function", "function": {"name": name, "arguments": args}}
-        head = [_msg("user", _PROBE[0]), _msg("assistant", "", tool_calls=[call])]
+        head = [_msg("user", _PROBE[0]), _msg("assistant", content, tool_calls=[call])]
         upto = _try_render(renderer, head)
         full = _try_render(renderer, head + [_msg("tool", _PROBE[4], tool_call_id="call0", name=name)])
         if upto is not None and full is not None:

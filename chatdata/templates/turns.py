@@ -137,15 +137,37 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
             tail = prompt[prompt.rindex(body) + len(body):]
             if tail.strip() and text.startswith(tail, floor):
                 return floor + len(tail)
+            # the prompt's header differs from the one the turn got as a turn of the past
+            # (Qwen3.5 opens `<think>` only after the last user message): the turn starts where
+            # the tail stops agreeing, once the tail's closing markup and header agree
+            n = _agreement(tail, text[floor:floor + len(tail)])
+            if _ends_with_header(text, floor, floor + n, profile.header):
+                return floor + n
     elif s >= floor:
         return _skip_to_rest(text, s, prompt[s:] if prompt else "", len(text))
     header = profile.header
+    bound = _next_bound(text, chat, k, floor)  # a header after the next message opens a later turn
     for h in (header, header.strip()):
         if h:
-            j = text.find(h, floor)
+            j = text.find(h, floor, bound)
             if j >= 0:
                 return j + len(h)
     return None
+
+
+def _ends_with_header(text: str, lo: int, hi: int, header: str) -> bool:
+    """Whether ``text[lo:hi]`` ends with a beginning of the generation header that names the role
+    (up to ``assistant``, else its first line): ``<|im_start|>assistant\n`` of
+    ``<|im_start|>assistant\n<think>\n``, ``<|assistant|>`` of ``<|assistant|><think>``."""
+    i = header.lower().find("assistant")
+    first = header[:i + len("assistant")] if i >= 0 else header.strip().split("\n")[0]
+    if not first.strip():
+        return False
+    for n in range(len(header), 0, -1):
+        h = header[:n]
+        if first in h and hi - lo >= n and text.startswith(h, hi - n):
+            return True
+    return False
 
 
 def _after_header(text: str, s: int, header: str) -> int:
@@ -213,6 +235,7 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
     c = max(_agreement(pre(k + 1, False), text), s)
     bound = _next_bound(text, chat, k, s)
     owned = _owned_end(text, chat[k], s, bound)
+    bound = _next_header(text, profile.header, max(c, owned), bound)
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
     if profile.eots:
         hit = _last_eot(text, profile.eots, s, c)
@@ -234,7 +257,21 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
         stop = first_marker(text, c)
         if stop and stop in profile.stops:
             return text.index(stop, c) + len(stop), said
+        # markup closing what the turn says (`</arg_value></tool_call>`) before the stop marker: a
+        # turn of the past that agrees with no prefix rendering (GLM-5.1 drops its `<think>`)
+        hit = _first_eot(text, profile.stops, c, bound)
+        if hit is not None and hit[0] > c and _only_markup(text, c, hit[0]):
+            return hit[1], len(text[:hit[0]].rstrip())
     return c, said
+
+
+def _next_header(text: str, header: str, lo: int, bound: int) -> int:
+    """``bound``, or the start of the generation header when it comes first after ``lo``: the next
+    assistant turn opens there, so this turn ends before it (a tool reply the template renders
+    other than as its text cannot be found to bound the turn)."""
+    h = header.strip()
+    j = text.find(h, lo, bound) if h else -1
+    return j if j >= 0 else bound
 
 
 def _trim_openers(text: str, s: int, c: int, message: dict) -> int:

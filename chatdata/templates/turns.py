@@ -29,6 +29,7 @@ A turn that holds something to learn but cannot be placed raises :class:`Unplace
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 from .errors import TemplateError, UnplaceableTurnError
@@ -303,10 +304,25 @@ def _owned_pieces(message: dict) -> list[str]:
         fn = call.get("function", call) if isinstance(call, dict) else None
         args = fn.get("arguments") if isinstance(fn, dict) else None
         if isinstance(args, dict):
-            pieces += [v for v in args.values() if isinstance(v, str)]
+            for v in args.values():
+                if isinstance(v, str):
+                    pieces += _written_forms(v)
         elif isinstance(args, str):
             pieces.append(args)
     return pieces
+
+
+def _written_forms(value: str) -> list[str]:
+    """``value`` as templates write an argument: as is, and escaped inside JSON (``tojson``, with
+    or without ``ensure_ascii``) or a Python repr (``{{ arguments }}``): a value holding a newline,
+    a quote or a backslash (code, paths) is found where it is written escaped."""
+    forms = [value]
+    if value.isascii() and value.isprintable() and '"' not in value and "'" not in value and "\\" not in value:
+        return forms
+    for form in (json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1], repr(value)[1:-1]):
+        if form not in forms:
+            forms.append(form)
+    return forms
 
 
 def _owned_end(text: str, message: dict, s: int, bound: int) -> int:

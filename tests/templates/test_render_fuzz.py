@@ -65,3 +65,13 @@ def test_command_a_reasoning_tool_turn_stops_before_the_next_turn(qwen_tok):
     text, trained = _trained("CohereLabs-command-a-reasoning-08-2025", AGENT, qwen_tok)
     assert trained[0].endswith("<|END_ACTION|><|END_OF_TURN_TOKEN|>") and "TOOL_RESULT" not in trained[0]
     assert [sum(w in t for t in trained) for w in ("Zqa2", "Zqa3", "Zqg1")] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("city", ["line one\nline two", 'say "hi"', "C:\\temp", "tab\there"])
+def test_tool_call_arguments_written_escaped_are_trained(city, qwen_tok):
+    """An argument holding a newline, a quote or a backslash is written JSON-escaped: it was not
+    found, so GigaChat 3's `function call` block after the turn's text was left untrained."""
+    chat = [dict(m) for m in AGENT[:4]]
+    chat[1]["tool_calls"] = [_call(city + " Zqg1")]
+    text, trained = _trained("GigaChat3-10B-A1.8B", chat, qwen_tok)
+    assert any("Zqg1" in t and t.endswith("<|message_sep|>") for t in trained)

@@ -34,16 +34,19 @@ def _is_text_part(part: Any) -> bool:
 
 
 def message_texts(message: dict) -> list[str]:
-    """The non-empty, stripped texts of a message in order: its string content without a
-    leading ``<think>...</think>`` block (several templates drop it), or its text parts.
+    """The non-empty, stripped texts of a message in order: its string content -- for an
+    assistant message without a leading ``<think>...</think>`` block (several templates drop
+    it; they write other roles' content as it is) -- or its text parts.
 
     Example:
         >>> message_texts({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": ""}]})
         ['a']
+        >>> message_texts({"role": "user", "content": "what does </think> mean?"})
+        ['what does </think> mean?']
     """
     content = message.get("content")
     if isinstance(content, str):
-        if "</think>" in content:
+        if "</think>" in content and message.get("role") == "assistant":
             content = content.split("</think>", 1)[1]
         content = content.strip()
         return [content] if content else []

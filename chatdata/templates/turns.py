@@ -129,6 +129,13 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
     if k and chat[k - 1].get("role") != "assistant":
         body = _text_of(chat[k - 1])
         floor = _message_end(text, chat[k - 1], floor)
+        if not body and prompt is not None and s < len(prompt):
+            # an empty message before the turn marks nothing to start after, and the prompt
+            # disagrees (tools moved into the last user turn): after the prompt's longest end
+            # found between the previous turn and the next message
+            got = _after_prompt_end(text, prompt, floor, _next_bound(text, chat, k, floor))
+            if got is not None:
+                return got
         if s >= floor:
             start = _skip_to_rest(text, s, prompt[s:], _next_bound(text, chat, k - 1, s))
             return start if start > s else _after_header(text, s, profile.header)
@@ -169,6 +176,19 @@ def _ends_with_header(text: str, lo: int, hi: int, header: str) -> bool:
         if first in h and hi - lo >= n and text.startswith(h, hi - n):
             return True
     return False
+
+
+def _after_prompt_end(text: str, prompt: str, lo: int, hi: int) -> int | None:
+    """End of the longest end of ``prompt`` (with more than whitespace) found in
+    ``text[lo:hi]``, or None."""
+    for n in range(min(len(prompt), 400), 0, -1):
+        tail = prompt[-n:]
+        if not tail.strip():
+            return None
+        j = text.find(tail, lo, hi)
+        if j >= 0:
+            return j + n
+    return None
 
 
 def _after_header(text: str, s: int, header: str) -> int:

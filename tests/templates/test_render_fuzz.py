@@ -75,3 +75,17 @@ def test_tool_call_arguments_written_escaped_are_trained(city, qwen_tok):
     chat[1]["tool_calls"] = [_call(city + " Zqg1")]
     text, trained = _trained("GigaChat3-10B-A1.8B", chat, qwen_tok)
     assert any("Zqg1" in t and t.endswith("<|message_sep|>") for t in trained)
+
+
+@pytest.mark.parametrize("question", ["", "what closes a thought? </think>"])
+def test_user_turn_is_never_trained_when_its_content_is_empty_or_holds_a_think_tag(question, qwen_tok):
+    """Mistral v0.3 writes the tools before the last user turn, so the prompt before an answer
+    disagrees with the chat before the question; the question's text is then what marks the
+    turn's start. An empty question, or one holding `</think>` (its text was cut as if it were an
+    assistant's reasoning), marked nothing: `[INST] ... [/INST]` was trained with the answer."""
+    chat = [dict(m) for m in AGENT[:4]] + [{"role": "user", "content": question},
+                                            {"role": "assistant", "content": "Zqa3"},
+                                            {"role": "user", "content": "Zqu3"}, {"role": "assistant", "content": "Zqa4"}]
+    text, trained = _trained("mistralai-Mistral-7B-Instruct-v0.3", chat, qwen_tok)
+    assert not any("[INST]" in t or "Zqu" in t for t in trained), trained
+    assert [sum(w in t for t in trained) for w in ("Zqa2", "Zqa3", "Zqa4", "Zqg1")] == [1, 1, 1, 1]

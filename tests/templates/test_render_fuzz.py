@@ -1,18 +1,186 @@
 """Differential fuzzing of the template engine against transformers, and the cases it found.
 
+Random chats (hypothesis, derandomized: the same examples on every run) drawn for templates of the
+corpus (tests/data/templates), with the real Qwen2.5 tokenizer:
+
+1. :func:`render_chats` is byte-identical to ``tokenizer.apply_chat_template(tokenize=False)``;
+   when transformers raises, chatdata raises a TemplateError (or the TypeError / ValueError
+   transformers raises for the same input) and renders nothing.
+2. The trained characters are the pieces the assistant turns contribute: every content is built
+   around a marker word (``Zqa3q``: assistant content, ``Zqg``: tool-call argument, ``Zqr``:
+   reasoning, ``Zqu`` / ``Zqs`` / ``Zqt``: user, system, tool). Wherever the template renders an
+   assistant's marker it is trained, and its whole (stripped) content when rendered as given; no
+   character of a user, system or tool content is trained (the marker and the noise around it, as
+   far as the rendering writes them as given). The token mask of :func:`tokenize_chats` marks every
+   token inside a trained span and none outside.
+
 The regression tests below are chats the fuzz found where the mask engine went wrong; each names
 the template family and what was wrong.
 """
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from chatdata.templates import render_chats, render_chats_with_spans
+from chatdata.templates import (TemplateError, UnplaceableTurnError, render_chats, render_chats_with_spans,
+                                tokenize_chats)
 
-from template_paths import TEMPLATE_DIR
+from template_paths import TEMPLATE_DIR, template_files
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TEMPLATES = {p.stem: p.read_text(encoding="utf-8") for p in template_files()}
+#: puts the whole chat inside one user turn (a safety classifier): no assistant turn can be placed
+CLASSIFIERS = {"meta-llama-Llama-Guard-3-11B-Vision"}
+FUZZ = settings(deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def fuzz(n: int) -> settings:
+    return settings(FUZZ, max_examples=n)
+
+# what real chats hold: unicode (combining marks, RTL, emoji, a zero-width joiner, line and paragraph
+# separators), control characters other than NUL, whitespace, HTML, code, template syntax
+TEXT = ["", " ", "\n", "\n\n", "  ", "\t", "\r\n", "hello", "é", "e\u0301", "שלום", "مرحبا", "\u202e", "🎉",
+        "👩\u200d👩\u200d👧", "\x01", "\x1b[0m", "\u2028", "\x85", "\ufeff", "<div>", "</div>", "<br/>", "a < b > c",
+        "#include <stdio.h>", "```python\n", "```", "[1]", "- [ ] item", "{{ x }}", "{%", "%}", "{#", "&lt;", "'", '"',
+        "\\", "User:", "Assistant:", '{"a": 1}', "None"]
+# a template's own markup, in content: rendering must still be transformers'
+MARKUP = ["<|im_end|>", "<|im_start|>assistant\n", "[INST]", "[/INST]", "</s>", "<s>", "<think>", "</think>",
+          "<tool_call>", "<|eot_id|>", "<end_of_turn>", "<|user|>", "<|end|>", "<｜Assistant｜>"]
+
+noise = st.lists(st.sampled_from(TEXT), max_size=3).map("".join)
+wild = st.one_of(noise, st.lists(st.sampled_from(TEXT + MARKUP), max_size=4).map("".join),
+                 st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=6))
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-2, 2, width=32), wild),
+                           lambda inner: st.one_of(st.lists(inner, max_size=2),
+                                                   st.dictionaries(st.sampled_from(["a", "é", "x y", "", "items"]),
+                                                                   inner, max_size=2)), max_leaves=4)
+
+
+@st.composite
+def chats(draw, text, marked: bool):
+    """``(messages, marks, kwargs)``: a chat in the order templates take (system first, then user /
+    assistant turns, tool calls answered by tool replies, ending on user or assistant). With
+    ``marked``, every text is noise + marker + noise and ``marks`` lists ``(index, kind, marker)``."""
+    n = [0]
+    marks = []
+
+    def content(kind, index=None):
+        if not marked:
+            return draw(text)
+        n[0] += 1
+        m = f"Zq{kind}{n[0]}q"
+        marks.append((len(msgs) if index is None else index, kind, m))
+        return draw(text) + m + draw(text)
+
+    msgs: list = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": content("s")})
+    turns = draw(st.integers(1, 3))
+    for t in range(turns):
+        msgs.append({"role": "user", "content": content("u")})
+        if t == turns - 1 and draw(st.booleans()):
+            break
+        if draw(st.integers(0, 3)) == 0:
+            calls = []
+            for j in range(draw(st.integers(1, 2))):
+                n[0] += 1
+                if marked:
+                    args = {"city": draw(text) + f"Zqg{n[0]}q"}
+                    marks.append((len(msgs), "g", f"Zqg{n[0]}q"))
+                else:
+                    args = draw(st.dictionaries(st.sampled_from(["city", "q", "é"]), json_values, max_size=2))
+                    if draw(st.booleans()):
+                        args = json.dumps(args, ensure_ascii=draw(st.booleans()))
+                call = {"type": "function", "function": {"name": "get_weather", "arguments": args}}
+                if draw(st.integers(0, 4)):
+                    call["id"] = f"call{n[0]}abcd"
+                calls.append(call)
+            msgs.append({"role": "assistant", "content": content("a"), "tool_calls": calls})
+            for call in calls:
+                msgs.append({"role": "tool", "content": content("t"), "tool_call_id": call.get("id", "x"),
+                             "name": "get_weather"})
+        msgs.append({"role": "assistant", "content": content("a")})
+        if draw(st.integers(0, 3)) == 0:
+            msgs[-1]["reasoning_content"] = content("r", len(msgs) - 1)
+    kwargs = {}
+    if msgs[-1]["role"] == "user" and draw(st.booleans()):
+        kwargs["add_generation_prompt"] = True
+    if any("tool_calls" in m for m in msgs) or draw(st.integers(0, 3)) == 0:
+        kwargs["tools"] = [WEATHER]
+    if draw(st.integers(0, 3)) == 0:
+        kwargs["enable_thinking"] = draw(st.booleans())
+    return msgs, marks, kwargs
+
+
+@fuzz(400)
+@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(wild, marked=False))
+def test_random_chats_render_as_transformers_does(name, case, qwen_tok):
+    chat, _, kwargs = case
+    try:
+        expected = qwen_tok.apply_chat_template(chat, chat_template=TEMPLATES[name], tokenize=False, **kwargs)
+    except Exception:  # the template refuses this chat: chatdata must refuse it too, not render something
+        with pytest.raises((TemplateError, TypeError, ValueError)):
+            render_chats([chat], TEMPLATES[name], tokenizer=qwen_tok, **kwargs)
+        return
+    assert render_chats([chat], TEMPLATES[name], tokenizer=qwen_tok, **kwargs) == [expected]
+
+
+def _region(text: str, at: int, marker: str, content: str) -> tuple[int, int]:
+    """The stretch of ``text`` around ``marker`` (at ``at``) that is ``content`` as given, as far
+    as the rendering writes it so (templates strip or escape the ends)."""
+    before, after = content.split(marker, 1)
+    lo = at - next((n for n in range(len(before), 0, -1) if text.endswith(before[-n:], 0, at)), 0)
+    hi = at + len(marker)
+    hi += next((n for n in range(len(after), 0, -1) if text.startswith(after[:n], hi)), 0)
+    return lo, hi
+
+
+@fuzz(150)
+@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(noise, marked=True))
+def test_random_chats_train_exactly_what_the_assistant_says(name, case, qwen_tok):
+    chat, marks, kwargs = case
+    template = TEMPLATES[name]
+    try:
+        text = render_chats([chat], template, tokenizer=qwen_tok, **kwargs)[0]
+    except TemplateError:
+        return  # the template refuses this chat (checked against transformers above)
+    try:
+        _, spans = render_chats_with_spans([chat], template, tokenizer=qwen_tok, **kwargs)
+    except UnplaceableTurnError:
+        assert name in CLASSIFIERS
+        return
+    spans = spans[0]
+    trained = bytearray(len(text))
+    for a, b in spans:
+        trained[a:b] = b"\x01" * (b - a)
+    for i, kind, marker in marks:
+        message = chat[i]
+        original = {"r": message.get("reasoning_content"), "g": None}.get(kind, message["content"])
+        for hit in re.finditer(re.escape(marker), text):
+            at = hit.start()
+            if kind in "agr":
+                assert all(trained[at:at + len(marker)]), (marker, text, spans)
+                if kind == "a":
+                    whole = original.strip()
+                    lo = at - whole.index(marker)
+                    if text.startswith(whole, lo):  # rendered as given: all of it is learned
+                        assert all(trained[lo:lo + len(whole)]), (whole, text, spans)
+            else:
+                lo, hi = _region(text, at, marker, original)
+                assert not any(trained[lo:hi]), (text[lo:hi], text, spans)
+    enc = qwen_tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    mask = tokenize_chats([text], [spans], qwen_tok, return_assistant_tokens_mask=True)["assistant_masks"][0]
+    for (a, b), m in zip(enc["offset_mapping"], mask.tolist()):
+        if a < b and all(trained[a:b]):
+            assert m == 1, (text[a:b], text)
+        elif a < b and not any(trained[a:b]):
+            assert m == 0, (text[a:b], text)
 
 
 def _template(name: str) -> str:

@@ -260,8 +260,10 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
     if profile.eots:
         hit = _last_eot(text, profile.eots, s, c)
+        if hit is not None and hit[0] < owned:  # an end-of-turn text inside what the message says
+            hit = None
         if hit is None:
-            hit = _first_eot(text, profile.eots, c, bound)
+            hit = _first_eot(text, profile.eots, max(c, owned), bound)
         if hit is not None:
             return hit[1], hit[0]
     said = _trim_openers(text, s, max(c, owned), chat[k])  # the end of what the turn says

@@ -257,3 +257,15 @@ def test_user_turn_is_never_trained_when_its_content_is_empty_or_holds_a_think_t
     text, trained = _trained("mistralai-Mistral-7B-Instruct-v0.3", chat, qwen_tok)
     assert not any("[INST]" in t or "Zqu" in t for t in trained), trained
     assert [sum(w in t for t in trained) for w in ("Zqa2", "Zqa3", "Zqa4", "Zqg1")] == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen3-Next-80B-A3B", "Qwen-Qwen3-0.6B", "Qwen3.5-4B"])
+def test_an_answer_quoting_the_end_of_turn_token_is_trained_whole(name, qwen_tok):
+    """An answer holding the template's own `<|im_end|>` (a chat about chat formats): where the
+    turn is placed by prefix renderings (Qwen3 writes a past turn without `<think>`), the turn
+    ended at that quoted token, and the rest of the answer was silently not trained."""
+    answer = "it ends with <|im_end|> then Zqa1 more"
+    chat = [{"role": "user", "content": "Zqu1"}, {"role": "assistant", "content": answer},
+            {"role": "user", "content": "Zqu2"}, {"role": "assistant", "content": "Zqa2"}]
+    text, trained = _trained(name, chat, qwen_tok)
+    assert any(answer in t for t in trained) and not any("Zqu" in t for t in trained), trained

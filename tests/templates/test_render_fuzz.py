@@ -54,7 +54,8 @@ MARKUP = ["<|im_end|>", "<|im_start|>assistant\n", "[INST]", "[/INST]", "</s>", 
           "<tool_call>", "<|eot_id|>", "<end_of_turn>", "<|user|>", "<|end|>", "<｜Assistant｜>"]
 
 noise = st.lists(st.sampled_from(TEXT), max_size=3).map("".join)
-wild = st.one_of(noise, st.lists(st.sampled_from(TEXT + MARKUP), max_size=4).map("".join),
+markup = st.lists(st.sampled_from(TEXT + MARKUP), max_size=4).map("".join)
+wild = st.one_of(noise, markup,
                  st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=6))
 json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-2, 2, width=32), wild),
                            lambda inner: st.one_of(st.lists(inner, max_size=2),
@@ -118,7 +119,7 @@ def chats(draw, text, marked: bool):
     return msgs, marks, kwargs
 
 
-@fuzz(400)
+@fuzz(300)
 @given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(wild, marked=False))
 def test_random_chats_render_as_transformers_does(name, case, qwen_tok):
     chat, _, kwargs = case
@@ -142,7 +143,7 @@ def _region(text: str, at: int, marker: str, content: str) -> tuple[int, int]:
 
 
 @fuzz(150)
-@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(noise, marked=True))
+@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(st.one_of(noise, markup), marked=True))
 def test_random_chats_train_exactly_what_the_assistant_says(name, case, qwen_tok):
     chat, marks, kwargs = case
     template = TEMPLATES[name]
@@ -169,7 +170,8 @@ def test_random_chats_train_exactly_what_the_assistant_says(name, case, qwen_tok
                 if kind == "a":
                     whole = original.strip()
                     lo = at - whole.index(marker)
-                    if text.startswith(whole, lo):  # rendered as given: all of it is learned
+                    # rendered as given: all of it is learned (a `<think>` in it is reasoning to templates)
+                    if text.startswith(whole, lo) and "think>" not in whole:
                         assert all(trained[lo:lo + len(whole)]), (whole, text, spans)
             else:
                 lo, hi = _region(text, at, marker, original)

@@ -1,7 +1,8 @@
 """Render chats with a chat template exactly as ``tokenizer.apply_chat_template(tokenize=False)``.
 
 Inputs are normalised the way transformers does before rendering: message keys whose value is
-``None`` are dropped, everything the template sees is rebuilt from plain JSON-like types, the
+``None`` are dropped, messages given as dataclasses or pydantic models (the OpenAI SDK's) become the
+dicts of their fields, everything the template sees is rebuilt from plain JSON-like types, the
 reasoning aliases (``reasoning_content`` / ``thinking`` / ``reasoning``) are filled in, tools
 given as Python functions become JSON schemas, and ``continue_final_message`` tags the final
 message, renders, and cuts the text right after that message's content.
@@ -119,7 +120,9 @@ def _prepare_message(message: Any) -> dict:
         else:  # nothing to normalise, and the sandbox is immutable: no copy needed
             return message
     if not isinstance(message, Mapping):
-        raise TemplateError(f"Chat messages should be dicts, got {message!r}")
+        if not _is_message_object(message):
+            raise TemplateError(f"Chat messages should be dicts, dataclasses or pydantic models, got {message!r}")
+        message = _plain(message)  # as transformers does: the OpenAI SDK's messages are pydantic models
     out = {}
     for key, val in message.items():
         if val is None:
@@ -135,6 +138,13 @@ def _prepare_message(message: Any) -> dict:
             out = {"thinking": reasoning, **out, "reasoning_content": reasoning}
             break
     return out
+
+
+def _is_message_object(message: Any) -> bool:
+    """A dataclass instance or a pydantic model: a message transformers reads as the dict of its fields."""
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        return True
+    return callable(getattr(message, "model_dump", None))
 
 
 def prepare_chat(chat: Sequence[Any]) -> list[dict]:
@@ -305,7 +315,8 @@ def render_in_batch(renderer: Renderer, chat: list, i: int, n: int, **kwargs: An
 
 
 def _check_chats(chats: Any) -> None:
-    if isinstance(chats, (str, Mapping)) or (len(chats) and isinstance(chats[0], Mapping)):
+    if isinstance(chats, (str, Mapping)) or (len(chats) and (isinstance(chats[0], Mapping)
+                                                              or _is_message_object(chats[0]))):
         raise TypeError("expected a list of conversations (a list of lists of message dicts)")
 
 

@@ -271,3 +271,34 @@ def test_an_answer_quoting_the_end_of_turn_token_is_trained_whole(name, qwen_tok
             {"role": "user", "content": "Zqu2"}, {"role": "assistant", "content": "Zqa2"}]
     text, trained = _trained(name, chat, qwen_tok)
     assert any(answer in t for t in trained) and not any("Zqu" in t for t in trained), trained
+
+
+def test_messages_given_as_dataclasses_or_pydantic_models_render_as_transformers_does(qwen_tok):
+    """transformers reads a message object (a dataclass, a pydantic model such as the OpenAI SDK's
+    ChatCompletionMessage) as the dict of its fields, dropping the None ones; chatdata refused it.
+    A batch-less list of such messages is refused as a batch-less list of dicts is."""
+    import dataclasses
+
+    pydantic = pytest.importorskip("pydantic")
+
+    @dataclasses.dataclass
+    class Turn:
+        role: str
+        content: str
+
+    class Message(pydantic.BaseModel):
+        role: str
+        content: str | None = None
+        tool_calls: list | None = None
+
+    template = _template("Qwen-Qwen2.5-7B-Instruct")
+    for chat in ([Turn("user", "Zqu1"), Turn("assistant", "Zqa1")],
+                 [Message(role="user", content="Zqu1"), Message(role="assistant", content="Zqa1")]):
+        expected = qwen_tok.apply_chat_template(chat, chat_template=template, tokenize=False)
+        assert render_chats([chat], template, tokenizer=qwen_tok) == [expected]
+        texts, spans = render_chats_with_spans([chat], template, tokenizer=qwen_tok)
+        assert [texts[0][a:b] for a, b in spans[0]] == ["Zqa1<|im_end|>"]
+        with pytest.raises(TypeError, match="list of conversations"):
+            render_chats(chat, template)
+    with pytest.raises(TemplateError, match="dicts, dataclasses or pydantic models, got 5"):
+        render_chats([[5]], template)

@@ -120,15 +120,21 @@ def _pieces(bpe: TiktokenBPE, texts: Sequence[str]):
 def span_token_ranges(cum_chars: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Token ranges ``[first, last]`` of character spans ``[start, end)`` (all in one flat
     coordinate), given ``cum_chars[t]``: the characters started by tokens ``0..t``. ``first``
-    holds the span's first character, ``last`` its last one (what the reference path masks).
+    holds the span's first character, ``last`` is the last token holding its last one: a
+    character the tokenizer splits over several byte tokens (an emoji, ``\u2028``) is in each of
+    them, the ones after the first starting no character (what the reference path masks).
 
     Example:
         >>> cum = np.array([2, 5, 6])   # tokens "ab", "cde", "f"
         >>> span_token_ranges(cum, np.array([2]), np.array([4]))
         (array([1]), array([1]))
+        >>> cum = np.array([1, 2, 2, 3])  # tokens "a", "🎉" split in two byte tokens, "b"
+        >>> span_token_ranges(cum, np.array([0]), np.array([2]))
+        (array([0]), array([2]))
     """
     first = np.searchsorted(cum_chars, starts, side="right")
-    last = np.searchsorted(cum_chars, ends - 1, side="right")
+    last = np.maximum(np.searchsorted(cum_chars, ends - 1, side="right"),
+                      np.searchsorted(cum_chars, ends, side="right") - 1)
     return first, last
 
 

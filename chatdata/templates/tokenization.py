@@ -153,11 +153,17 @@ def _boundary_token(enc, pos: int, step: int, stop: int):
     return None
 
 
+def _starts_before(enc, t: int, pos: int) -> bool:
+    """Whether token ``t`` starts before character ``pos`` (it holds a character before it)."""
+    chars = enc.token_to_chars(t)
+    return chars is not None and chars[0] < pos
+
+
 def span_token_ranges(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> tuple[list, list[int]]:
     """``([(first token, end token, span number), ...], tokens per text)``: each span's tokens,
-    numbered across all texts (flat), from the one holding its first character to the one
-    holding its last; spans that hold no token are left out. ``span number`` counts the spans
-    in order over all texts."""
+    numbered across all texts (flat), from the one holding its first character to the last one
+    holding its last (a character split over byte tokens is in each); spans that hold no token
+    are left out. ``span number`` counts the spans in order over all texts."""
     counts = [len(e) for e in encodings]
     bounds, base, k = [], 0, 0
     for enc, sp, n in zip(encodings, spans, counts):
@@ -167,6 +173,8 @@ def span_token_ranges(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> 
                 continue
             ts = _boundary_token(enc, s, 1, e)
             te = _boundary_token(enc, e - 1, -1, s - 1)
+            while te is not None and te + 1 < n and _starts_before(enc, te + 1, e):
+                te += 1  # the other byte tokens of a character split over several (an emoji)
             if ts is not None and te is not None and te >= ts:
                 bounds.append((base + ts, base + te + 1, k - 1))
         base += n

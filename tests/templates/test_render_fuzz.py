@@ -11,8 +11,9 @@ corpus (tests/data/templates), with the real Qwen2.5 tokenizer:
    reasoning, ``Zqu`` / ``Zqs`` / ``Zqt``: user, system, tool). Wherever the template renders an
    assistant's marker it is trained, and its whole (stripped) content when rendered as given; no
    character of a user, system or tool content is trained (the marker and the noise around it, as
-   far as the rendering writes them as given). The token mask of :func:`tokenize_chats` marks every
-   token inside a trained span and none outside.
+   far as the rendering writes them as given). With ``mask_reasoning=False`` no reasoning is
+   trained. The token mask of :func:`tokenize_chats` marks every token inside a trained span and
+   none outside. Both test tokenizers (their special tokens differ) are drawn.
 
 The regression tests below are chats the fuzz found where the mask engine went wrong; each names
 the template family and what was wrong.
@@ -94,6 +95,8 @@ def chats(draw, text, marked: bool):
                 if marked:
                     args = {"city": draw(text) + f"Zqg{n[0]}q"}
                     marks.append((len(msgs), "g", f"Zqg{n[0]}q"))
+                    if draw(st.integers(0, 2)) == 0:
+                        args = json.dumps(args, ensure_ascii=draw(st.booleans()))
                 else:
                     args = draw(st.dictionaries(st.sampled_from(["city", "q", "é"]), json_values, max_size=2))
                     if draw(st.booleans()):
@@ -120,9 +123,10 @@ def chats(draw, text, marked: bool):
 
 
 @fuzz(300)
-@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(wild, marked=False))
-def test_random_chats_render_as_transformers_does(name, case, qwen_tok):
+@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(wild, marked=False), mistral=st.booleans())
+def test_random_chats_render_as_transformers_does(name, case, mistral, qwen_tok, mistral_tok):
     chat, _, kwargs = case
+    qwen_tok = mistral_tok if mistral else qwen_tok  # their special tokens (bos, eos) differ
     try:
         expected = qwen_tok.apply_chat_template(chat, chat_template=TEMPLATES[name], tokenize=False, **kwargs)
     except Exception:  # the template refuses this chat: chatdata must refuse it too, not render something
@@ -143,16 +147,18 @@ def _region(text: str, at: int, marker: str, content: str) -> tuple[int, int]:
 
 
 @fuzz(150)
-@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(st.one_of(noise, markup), marked=True))
-def test_random_chats_train_exactly_what_the_assistant_says(name, case, qwen_tok):
+@given(name=st.sampled_from(sorted(TEMPLATES)), case=chats(st.one_of(noise, markup), marked=True),
+       mistral=st.booleans(), options=st.sampled_from([{}, {"mask_reasoning": False}, {"mask_eot": False}]))
+def test_random_chats_train_exactly_what_the_assistant_says(name, case, mistral, options, qwen_tok, mistral_tok):
     chat, marks, kwargs = case
+    qwen_tok = mistral_tok if mistral else qwen_tok
     template = TEMPLATES[name]
     try:
         text = render_chats([chat], template, tokenizer=qwen_tok, **kwargs)[0]
     except TemplateError:
         return  # the template refuses this chat (checked against transformers above)
     try:
-        _, spans = render_chats_with_spans([chat], template, tokenizer=qwen_tok, **kwargs)
+        _, spans = render_chats_with_spans([chat], template, tokenizer=qwen_tok, **kwargs, **options)
     except UnplaceableTurnError:
         assert name in CLASSIFIERS
         return
@@ -165,7 +171,11 @@ def test_random_chats_train_exactly_what_the_assistant_says(name, case, qwen_tok
         original = {"r": message.get("reasoning_content"), "g": None}.get(kind, message["content"])
         for hit in re.finditer(re.escape(marker), text):
             at = hit.start()
-            if kind in "agr":
+            if kind == "r" and options.get("mask_reasoning") is False:
+                assert not any(trained[at:at + len(marker)]), (marker, text, spans)
+            elif kind == "a" and "</think>" in original and options.get("mask_reasoning") is False:
+                continue  # what comes before `</think>` is reasoning by convention (Qwen3 templates split there)
+            elif kind in "agr":
                 assert all(trained[at:at + len(marker)]), (marker, text, spans)
                 if kind == "a":
                     whole = original.strip()
@@ -302,3 +312,22 @@ def test_messages_given_as_dataclasses_or_pydantic_models_render_as_transformers
             render_chats(chat, template)
     with pytest.raises(TemplateError, match="dicts, dataclasses or pydantic models, got 5"):
         render_chats([[5]], template)
+
+
+@pytest.mark.parametrize("splice", ["1", "0"])
+@pytest.mark.parametrize("last", ["\u2028", "\u9fa5", "\u4e02"])
+def test_a_character_split_over_byte_tokens_at_the_end_of_a_span_is_trained_whole(last, splice, qwen_tok,
+                                                                                    monkeypatch):
+    """Qwen's byte-level BPE writes some characters as two tokens with the same offsets. At the
+    end of a trained span (an answer ending with one, with mask_eot=False; any span of
+    ``train_on``) only the first was trained, by the splice engine and by the full encode: the
+    model learned to write half a character. Now every token holding the character is, as
+    transformers masks `{% generation %}` spans."""
+    from chatdata.templates import get_chat_template
+
+    monkeypatch.setenv("CHATDATA_SPLICE", splice)
+    chat = [{"role": "user", "content": "Zqu1"}, {"role": "assistant", "content": "Zqa1 " + last}]
+    texts, spans = render_chats_with_spans([chat], get_chat_template("qwen"), mask_eot=False)
+    out = tokenize_chats(texts, spans, qwen_tok, return_assistant_tokens_mask=True)
+    ids, mask = out["input_ids"][0], out["assistant_masks"][0].bool()
+    assert qwen_tok.decode(ids[mask]) == "Zqa1 " + last

@@ -256,14 +256,15 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
     c = max(_agreement(pre(k + 1, False), text), s)
     bound = _next_bound(text, chat, k, s)
     owned = _owned_end(text, chat[k], s, bound)
-    bound = _next_header(text, profile.header, max(c, owned), bound)
+    spoken = _owned_end(text, chat[k], s, bound, first=True)  # not a short content's match in later markup
+    bound = _next_header(text, profile.header, max(c, spoken), bound)
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
     if profile.eots:
         hit = _last_eot(text, profile.eots, s, c)
-        if hit is not None and hit[0] < owned:  # an end-of-turn text inside what the message says
+        if hit is not None and hit[0] < spoken:  # an end-of-turn text inside what the message says
             hit = None
         if hit is None:
-            hit = _first_eot(text, profile.eots, max(c, owned), bound)
+            hit = _first_eot(text, profile.eots, max(c, spoken), bound)
         if hit is not None:
             return hit[1], hit[0]
     said = _trim_openers(text, s, max(c, owned), chat[k])  # the end of what the turn says
@@ -347,13 +348,13 @@ def _written_forms(value: str) -> list[str]:
     return forms
 
 
-def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
+def _owned_end(text: str, message: dict, s: int, bound: int, first: bool = False) -> int:
     """The furthest end, in ``text[s:bound]``, of the message's content, reasoning and tool-call
-    argument values (``s`` if none is found)."""
+    argument values (``s`` if none is found); with ``first``, of their first occurrences."""
     end = s
     for p in _owned_pieces(message):
         if p:
-            j = text.rfind(p, s, bound)
+            j = text.find(p, s, bound) if first else text.rfind(p, s, bound)
             if j >= 0:
                 end = max(end, j + len(p))
     return end

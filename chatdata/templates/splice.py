@@ -14,7 +14,7 @@ The engine therefore
 3. splices the ids of every chat together with one vectorised gather;
 4. computes the masks from the character spans with the number of characters each token
    starts (``cumsum`` + ``searchsorted``), the rule of the reference path: a span covers the
-   tokens from the one holding its first character to the one holding its last.
+   tokens from the one holding its first character to the last one holding its last.
 
 No cut is ever made where the tokenizer itself does not cut, so the ids are those of the
 tokenizer by construction; :mod:`.tokenization` still checks them against the full encode once

@@ -11,7 +11,8 @@ reference path: one batch call into the fast tokenizer (``add_special_tokens=Fal
    concatenated text), the number of assistant characters it covers: ``cs[e] - cs[s]``;
 3. a token is an assistant token iff it covers at least one assistant character (overlap).
    This is what transformers computes for ``{% generation %}`` spans (tokens from the one
-   holding the span's first character to the one holding its last).
+   holding the span's first character to the last one holding its last: a character split
+   over several byte tokens is in each).
 
 Tokenizers without offsets (slow / Python tokenizers) are handled by encoding each text
 piecewise, split at span boundaries, and concatenating; ids can then differ from whole-text
@@ -184,8 +185,8 @@ def span_token_ranges(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> 
 def span_token_masks(encodings, spans: Sequence[Sequence[tuple[int, int]]]) -> list[torch.Tensor]:
     """Assistant masks from character spans, asking each encoding only for the tokens at span
     boundaries (a few per conversation) and filling all masks in one vectorised pass: a token
-    is masked from the one holding a span's first character to the one holding its last (what
-    transformers does for ``{% generation %}`` spans)."""
+    is masked from the one holding a span's first character to the last one holding its last
+    (what transformers does for ``{% generation %}`` spans)."""
     bounds, counts = span_token_ranges(encodings, spans)
     base = sum(counts)
     bounds = [b[:2] for b in bounds]

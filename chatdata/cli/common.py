@@ -69,9 +69,11 @@ def check_output(out, overwrite: bool, *, kind: str = "folder", inputs=(), make_
     """
     from .paths import check_apart, check_writable
 
-    out = Path(out)
+    given, out = str(out), Path(out)
     check_apart(out, inputs)
     if kind == "file":
+        if given.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
+            raise CLIError(f"{given} names a folder (it ends with '/'); give a file name")
         if out.is_dir():
             raise CLIError(f"{out} is a folder; give a file name")
         if out.exists() and not overwrite:
@@ -93,6 +95,26 @@ def check_output(out, overwrite: bool, *, kind: str = "folder", inputs=(), make_
         if not overwrite:
             raise CLIError(f"{out} already holds a dataset; pass --overwrite to replace it")
     check_writable(out, make_parents=make_parents)
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_plot_output(plot, inputs=()) -> Path:
+    """The file ``--plot`` draws into: its name must end in .png, .svg or .pdf (the format it is
+    written in). It replaces an existing plot without ``--overwrite``, so any other name is
+    refused: a plot never lands on a data file (``--plot chats.jsonl``) or takes a format its
+    name does not say.
+
+    Example:
+        >>> check_plot_output("lengths.png").name
+        'lengths.png'
+    """
+    if Path(str(plot)).suffix.lower() not in PLOT_SUFFIXES:
+        raise CLIError(f"--plot {plot}: give a file name ending in {', '.join(PLOT_SUFFIXES)} "
+                       "(the image format), e.g. --plot lengths.png")
+    check_output(plot, True, kind="file", inputs=inputs, make_parents=False)
+    return Path(plot)
 
 
 def color_enabled(stream=None) -> bool:

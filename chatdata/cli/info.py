@@ -29,7 +29,7 @@ def add_parser(sub):
     p = sub.add_parser("info", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ds", help="a dataset folder (made by chatdata import) or a token set (chatdata tokenize)")
-    p.add_argument("--plot", metavar="FILE.png", help='also draw the two length histograms into a PNG (matplotlib: pip install "chatdata[plot]")')
+    p.add_argument("--plot", metavar="FILE.png", help='also draw the length histograms into FILE (.png, .svg or .pdf; matplotlib: pip install "chatdata[plot]")')
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     p.set_defaults(func=run)
     return p
@@ -144,7 +144,8 @@ def can_plot() -> bool:
 
 
 def plot(stats: dict, path) -> None:
-    """Draw the two length histograms into a PNG with matplotlib (the optional ``plot`` extra).
+    """Draw the two length histograms into an image with matplotlib (the optional ``plot`` extra):
+    PNG, SVG or PDF, as the name's suffix says.
 
     Example:
         >>> h = History.from_chats([[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]])
@@ -174,7 +175,7 @@ def plot(stats: dict, path) -> None:
                     color="#4278c8")
     bottom.set_title("Content bytes per message (values above p99 in the last bar)")
     bottom.set_ylabel("messages")
-    fig.savefig(path, format="png")
+    fig.savefig(path, format=Path(path).suffix.lower().lstrip(".") or "png")
 
 
 def _disk(path) -> tuple[int, int]:
@@ -220,11 +221,9 @@ def run(args) -> int:
     h = load_history(args.ds)
     stats = dataset_stats(h)
     if args.plot:
-        from .common import check_output
+        from .common import check_plot_output
 
-        out = Path(args.plot)
-        check_output(out, True, kind="file", inputs=[args.ds], make_parents=False)  # --plot replaces a PNG
-        plot(stats, out)
+        plot(stats, check_plot_output(args.plot, inputs=[args.ds]))  # --plot replaces a plot
     from ..gateway import is_gateway_output
 
     sessions = None

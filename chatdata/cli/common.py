@@ -189,13 +189,15 @@ def dataset_chunks(ds, size: int):
 
 
 def load_tokenizer(path):
-    """A transformers tokenizer from a local folder (offline); the packaged Qwen2.5 one if None."""
+    """A transformers tokenizer from a local folder (offline); the packaged Qwen2.5 one if None or
+    its folder in the package (chatdata/data/qwen2.5-tokenizer, whose tokenizer.json is gzipped)."""
     import logging
     import warnings
 
-    if path is None:
-        from ..data import sample_tokenizer_path
+    from ..data import DATA_DIR, sample_tokenizer_path
 
+    if path is None or Path(path).resolve() == DATA_DIR / "qwen2.5-tokenizer":
+        # the packaged folder holds tokenizer.json gzipped: its decompressed copy in the cache
         path = sample_tokenizer_path()
     p = Path(path)
     if not p.exists():

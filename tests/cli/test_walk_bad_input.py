@@ -88,3 +88,13 @@ def test_templates_list_prints_the_names_serve_help_points_to():
     res = run_cli("templates", "list")
     assert res.returncode == 0 and res.stdout.split() == list_chat_templates()
     assert "chatdata templates list" in run_cli("serve", "--help").stdout
+
+
+def test_the_packaged_tokenizer_folder_is_a_tokenizer(tmp_path, sets):
+    from chatdata import load_memmap
+    from chatdata.data import DATA_DIR
+
+    res = run_cli("tokenize", sets[0], tmp_path / "tok", "--tokenizer", DATA_DIR / "qwen2.5-tokenizer")
+    assert res.returncode == 0, res.stderr  # before: "decompress it first: gunzip -k" inside the package
+    a, b = load_memmap(tmp_path / "tok"), load_memmap(sets[1])  # sets[1]: the default, the same tokenizer
+    assert [a[i]["input_ids"].tolist() for i in range(4)] == [b[i]["input_ids"].tolist() for i in range(4)]

@@ -30,6 +30,7 @@ EXAMPLE = """examples:
   chatdata import chats.jsonl ds/
   chatdata import sharegpt.json ds/ --strict
   chatdata import big.jsonl.gz ds/ --chunk-size 16384 --overwrite
+  zcat big.jsonl.gz | chatdata import - ds/                # standard input
   chatdata import train.parquet ds/ --column messages
   chatdata import hub_repo/data/ corpus/ --shard-size 100000
   chatdata import chats.jsonl ds/ --check-tools --skip-bad --dedup near:0.85
@@ -43,7 +44,7 @@ def add_parser(sub):
     p = sub.add_parser("import", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=_raw_formatter())
     p.add_argument("src", help="a .jsonl / .json file (optionally .gz), a .parquet / .arrow file, a folder of them, "
-                   "or a datasets save_to_disk folder")
+                   "a datasets save_to_disk folder, or '-' for standard input (JSON)")
     p.add_argument("out", help="the dataset folder to write")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="record shape: openai {messages}, sharegpt {conversations}, bare [messages] (default: auto, per line)")
@@ -209,6 +210,11 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
 
     import torch
 
+    if str(src) == "-":  # standard input, as `chatdata export ds/ -` writes to standard output
+        if sys.stdin is None or sys.stdin.isatty():  # reading a terminal would wait for typed JSON
+            raise CLIError("- reads conversations from standard input, which is a terminal here; pipe them in, "
+                           "e.g. zcat chats.jsonl.gz | chatdata import - ds/")
+        src, source_name = "/dev/stdin", source_name or "stdin"
     src, out = Path(src), Path(out)
     if not src.exists():
         raise CLIError(f"{src}: no such file")
@@ -224,7 +230,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
                                column=column, shard_size=shard_size, durable=durable, screen=screen,
                                source_name=source_name or src.name)
         except CLIError as err:  # named as the user gave it, not by its temporary copy
-            raise CLIError(str(err).replace(str(spooled), str(src)), err.code) from None
+            raise CLIError(str(err).replace(str(spooled), source_name or str(src)), err.code) from None
         finally:
             spooled.unlink(missing_ok=True)
     from ..io.tables import is_table_source

@@ -98,3 +98,18 @@ def test_the_packaged_tokenizer_folder_is_a_tokenizer(tmp_path, sets):
     assert res.returncode == 0, res.stderr  # before: "decompress it first: gunzip -k" inside the package
     a, b = load_memmap(tmp_path / "tok"), load_memmap(sets[1])  # sets[1]: the default, the same tokenizer
     assert [a[i]["input_ids"].tolist() for i in range(4)] == [b[i]["input_ids"].tolist() for i in range(4)]
+
+
+def test_import_dash_reads_standard_input_as_export_dash_writes_it(tmp_path, sets):
+    import subprocess
+    import sys
+
+    from cli_helpers import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CHATDATA_DEBUG", None)
+    res = subprocess.run([sys.executable, "-m", "chatdata", "import", "-", str(tmp_path / "ds")],
+                         input=sets[2].read_bytes(), capture_output=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr  # before: "-: no such file"
+    assert run_cli("export", tmp_path / "ds", tmp_path / "back.jsonl").returncode == 0
+    assert (tmp_path / "back.jsonl").read_bytes() == sets[2].read_bytes()

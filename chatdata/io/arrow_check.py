@@ -34,6 +34,11 @@ NULL_KEYS = "_null_keys"
 ENCODING_KEY = b"chatdata.encoding"
 _EXPECTED = "list<struct<role: string, content: ...>> (one list of messages per row)"
 _TEXT = "string, large_string, string_view, binary holding UTF-8, or a dictionary of those"
+#: what to do with ShareGPT turns in a table: chatdata reads that shape from JSON records only
+SHAREGPT_HINT = ("ShareGPT turns (from/value) are read from JSON records, not from a table's columns: write the "
+                 "rows as JSON Lines and import those, e.g. python -c \"import json, sys, pyarrow.parquet as pq; "
+                 "[print(json.dumps(r)) for r in pq.read_table(sys.argv[1]).to_pylist()]\" FILE.parquet "
+                 "| chatdata import - OUT")
 
 
 def _is(t, kind: str) -> bool:
@@ -168,6 +173,8 @@ def checked_messages(arr, column: str = "messages"):
         raise TypeError(f"column {column!r}: {inside} has two fields named {name!r}; a key appears once in a "
                         "message: rename or drop one of them")
     if st.get_field_index("role") < 0:
+        if st.get_field_index("from") >= 0 and st.get_field_index("value") >= 0:
+            raise TypeError(f"column {column!r} has type {t}; {SHAREGPT_HINT}")
         raise TypeError(f"column {column!r} has type {t}; its messages have no 'role' field (expected {_EXPECTED})")
     fields = [f.with_type(_field_type(f, column)) for f in st]
     if not fixed and all(a.type == b.type for a, b in zip(fields, st)):

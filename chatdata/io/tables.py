@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 
 from ..td import FormatError
-from .arrow_check import check_one_column, fields_to_join_as_json, key_orders
+from .arrow_check import SHAREGPT_HINT, check_one_column, fields_to_join_as_json, key_orders
 from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
@@ -136,7 +136,9 @@ def iter_batches(path, column: str, batch_rows: int):
     except (pa.ArrowInvalid, OSError) as err:
         raise ValueError(f"{path}: cannot read it as {'Parquet' if path.suffix == '.parquet' else 'Arrow IPC'} ({err})") from None
     if column not in schema.names:
-        raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); name the messages column with --column")
+        sharegpt = f"'conversations' is ShareGPT's column: {SHAREGPT_HINT}; or " if "conversations" in schema.names else ""
+        raise ValueError(f"{path}: no column {column!r} (columns: {schema.names}); {sharegpt}name the messages column "
+                         "with --column")
     try:
         check_one_column(schema.names, column)
     except ValueError as err:

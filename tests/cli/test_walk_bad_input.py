@@ -113,3 +113,16 @@ def test_import_dash_reads_standard_input_as_export_dash_writes_it(tmp_path, set
     assert res.returncode == 0, res.stderr  # before: "-: no such file"
     assert run_cli("export", tmp_path / "ds", tmp_path / "back.jsonl").returncode == 0
     assert (tmp_path / "back.jsonl").read_bytes() == sets[2].read_bytes()
+
+
+def test_a_sharegpt_parquet_says_how_to_import_it(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    turns = [[{"from": "human", "value": "q?"}, {"from": "gpt", "value": "a."}]]
+    pq.write_table(pa.table({"conversations": turns}), tmp_path / "sg.parquet")
+    for extra in ((), ("--column", "conversations")):
+        res = run_cli("import", tmp_path / "sg.parquet", tmp_path / "ds", *extra)
+        assert res.returncode == 1 and "ShareGPT turns (from/value)" in res.stderr, res.stderr
+        assert "| chatdata import - OUT" in res.stderr  # before: only "--column", or "no 'role' field"
+    assert not (tmp_path / "ds").exists()

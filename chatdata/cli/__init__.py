@@ -44,7 +44,17 @@ run `chatdata COMMAND --help` for the options of a command."""
 
 
 class _Parser(argparse.ArgumentParser):
+    def parse_known_args(self, args=None, namespace=None):
+        self._words = list(sys.argv[1:] if args is None else args)  # for error(): what the user typed
+        return super().parse_known_args(args, namespace)
+
     def error(self, message):  # one line, exit 2
+        if message.startswith("the following arguments are required"):
+            # an option taking several values (--decontaminate A B) also takes the positionals after it
+            greedy = [a.option_strings[-1] for a in self._actions if a.nargs in ("+", "*") and a.option_strings
+                      and set(a.option_strings) & set(getattr(self, "_words", ()))]
+            if greedy:
+                message += f"; {greedy[0]} takes every word after it as one of its values: put it after them"
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 

@@ -126,3 +126,10 @@ def test_a_sharegpt_parquet_says_how_to_import_it(tmp_path):
         assert res.returncode == 1 and "ShareGPT turns (from/value)" in res.stderr, res.stderr
         assert "| chatdata import - OUT" in res.stderr  # before: only "--column", or "no 'role' field"
     assert not (tmp_path / "ds").exists()
+
+
+def test_a_greedy_option_before_the_positionals_is_named(tmp_path, sets):
+    res = run_cli("import", "--decontaminate", sets[2], sets[2], tmp_path / "ds")
+    assert res.returncode == 2 and "--decontaminate takes every word after it" in res.stderr, res.stderr
+    plain = run_cli("import", sets[2])
+    assert plain.returncode == 2 and "takes every word" not in plain.stderr

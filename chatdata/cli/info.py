@@ -57,6 +57,22 @@ def _role_counts(entry, n: int) -> dict:
     return entry.value_counts()
 
 
+def dataset_roles(h) -> dict:
+    """Messages per role of a dataset (plain or sharded), from the role column alone.
+
+    Example:
+        >>> dataset_roles(History.from_chats([[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]]))
+        {'user': 1, 'assistant': 1}
+    """
+    if hasattr(h, "shard"):
+        out: dict = {}
+        for k in range(h.num_shards):
+            for role, n in dataset_roles(h.shard(k)).items():
+                out[role] = out.get(role, 0) + n
+        return out
+    return _role_counts(h.message_column("role"), int(h.conversation_offsets()[-1]))
+
+
 def _quantiles(x: torch.Tensor) -> dict:
     if x.numel() == 0:
         return {name: 0 for name, _ in QUANTILES} | {"mean": 0.0}

@@ -22,7 +22,7 @@ import torch
 from .common import (CLIError, check_output, dataset_chunks, load_history, load_tokenizer, load_tools, plural,
                      positive_int, resolve_template, say)
 from .progress import Progress, human_count
-from .train_flags import add_selection_flags, selection_from_args
+from .train_flags import add_selection_flags, check_roles_named, selection_from_args
 
 MAX_REPORTED = 20
 
@@ -250,6 +250,7 @@ def run(args) -> int:
                            code=2)
         return _run_on_ray(args)
     h = load_history(args.ds)
+    check_roles_named(args, h, args.ds)
     check_output(args.out, args.overwrite, inputs=[args.ds, args.tokenizer, args.template, args.tools])  # before loading
     tok = load_tokenizer(args.tokenizer)
     template = resolve_template(args.template, tok)

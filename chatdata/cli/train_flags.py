@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from .common import CLIError
 
-__all__ = ["add_selection_flags", "selection_from_args"]
+__all__ = ["add_selection_flags", "selection_from_args", "check_roles_named"]
 
 
 def add_selection_flags(parser) -> None:
     g = parser.add_argument_group("what is trained (default: every assistant turn, weight 1)")
     g.add_argument("--train-on", metavar="ROLES", default="assistant",
                    help="comma-separated roles whose turns are trained, e.g. assistant,tool (default: assistant); "
-                        "their content as the template renders it and the end of their turn, never a role header")
+                        "their content as the template renders it and the end of their turn, never a role header; "
+                        "tokenize and show refuse a role that no message of the dataset has (a typo)")
     g.add_argument("--last-turn-only", action="store_true",
                    help="train only the last trained turn of each conversation")
     g.add_argument("--final-answer-only", action="store_true",
@@ -55,3 +56,22 @@ def selection_from_args(args):
         return TrainSelection(roles, args.last_turn_only, loss_weights)
     except (TypeError, ValueError) as err:
         raise CLIError(f"--loss-weight: {err}", code=2) from None
+
+
+def check_roles_named(args, h, where) -> None:
+    """Refuse a role given to ``--train-on`` or ``--loss-weight`` that no message of the dataset
+    ``h`` has (named ``where``): a typo (``--train-on assistent``) would train nothing of it, and
+    the run would end as if it had done what was asked. An empty dataset has nothing to check."""
+    from .info import dataset_roles
+
+    named = {"--loss-weight": list(_role_weights(args.loss_weight))}
+    if args.train_on != "assistant":  # the default is not the user's word: a dataset may have no assistant
+        named["--train-on"] = [r.strip() for r in args.train_on.split(",") if r.strip()]
+    if not any(named.values()):
+        return
+    present = dataset_roles(h)
+    for flag in ("--train-on", "--loss-weight"):
+        for role in named.get(flag, ()):
+            if present and role not in present:
+                raise CLIError(f"{flag}: no message of {where} has the role {role!r} (its roles: "
+                               f"{', '.join(present)}); check the spelling", code=2)

@@ -8,7 +8,7 @@ what-is-trained flags, as ``chatdata tokenize`` would) or a token set made by ``
 from __future__ import annotations
 
 from .common import CLIError, color_enabled, load_history, load_tokenizer, load_tools, resolve_template, say
-from .train_flags import add_selection_flags, check_roles_named, selection_from_args
+from .train_flags import add_selection_flags, selection_from_args
 
 HELP = "print one conversation as the model sees it, with trained tokens highlighted (or an HTML page: --html)"
 EXAMPLE = """examples:
@@ -123,7 +123,6 @@ def _history_section(args, tok, selection):
     n = len(h)
     if not -n <= args.index < n:
         raise CLIError(f"index {args.index} is out of range: {args.ds} holds {n} conversations")
-    check_roles_named(args, h, args.ds)
     template = resolve_template(args.template, tok)
     chat = h[args.index % n].to_chats()
     try:

@@ -65,6 +65,11 @@ def run_list(args) -> int:
     return 0
 
 
+# what the probe chats' marker words stand for (chatdata/templates/probes.py), printed with the report
+PROBE_WORDS = ("probe words: Wqans (content), Wqrsn (reasoning) and Wqarg (tool-call arguments) are the "
+               "assistant's; Wqsys, Wqusr and Wqtool are system, user and tool text")
+
+
 def _template_and_tokenizer(target, tokenizer_path):
     from ..templates import get_chat_template, list_chat_templates, resolve_chat_template
 
@@ -122,7 +127,8 @@ def run(args):
 
         view = report_sections(sections, tok if tok is not None else load_tokenizer(None))
         write_html(args.html, f"chatdata templates check {args.target}", view,
-                   "what a model trained on this template's renderings learns: probe chats, token by token")
+                   f"what a model trained on this template's renderings learns: probe chats, token by token; "
+                   f"{PROBE_WORDS}")
         say(f"wrote {args.html}: {len(view)} sections, {sum(len(v.chips) for v in view):,} tokens")
         return 0
     color = args.color == "always" or (args.color == "auto" and color_enabled(sys.stdout))
@@ -134,7 +140,7 @@ def run(args):
         if sec.text is not None:
             out.append(mark_spans(sec.text, sec.spans, start, end))
         out.append("")
-    if not color:
-        out.append("(trained text is between « and »)")
+    out.append("(trained text is between « and »; " if not color else "(trained text is highlighted; ")
+    out[-1] += PROBE_WORDS + ")"
     sys.stdout.write("\n".join(out) + "\n")
     return 0

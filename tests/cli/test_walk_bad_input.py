@@ -148,3 +148,9 @@ def test_a_role_no_message_has_is_refused_not_trained_as_nothing(tmp_path, sets,
 def test_roles_the_dataset_has_are_taken(tmp_path, sets):
     res = run_cli("tokenize", sets[0], tmp_path / "tok", "--train-on", "assistant,user", "--loss-weight", "user=0.5")
     assert res.returncode == 0 and "trained by the mask: assistant,user; weights user=0.5" in res.stdout, res.stderr
+
+
+def test_templates_check_says_what_its_probe_words_are(tmp_path):
+    res = run_cli("templates", "check", "qwen", "--color", "never")
+    assert res.returncode == 0 and "«Wqans one.<|im_end|>»" in res.stdout
+    assert "probe words: Wqans (content)" in res.stdout.splitlines()[-1]  # before: 'Wq...' unexplained

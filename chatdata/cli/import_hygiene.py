@@ -60,6 +60,8 @@ def build_screen(args):
         raise CLIError(f"--ngram must be between 1 and {MAX_NGRAM:,} (words), got {args.ngram}")
     if not (args.check_tools or args.dedup is not None or args.decontaminate):  # --dedup '' is an error, not off
         return None
+    if getattr(args, "out", None) is not None:
+        check_report_dir(report_dir(args), args.out)
     tools = None
     if args.tools:
         try:
@@ -127,6 +129,22 @@ def finish(screen) -> None:
         first = screen.report.problems[0]
         raise CLIError(f"{plural(len(rows), 'row')} with tool-call problems (first: {first['where']}: "
                        f"{first['problem']}); nothing written. Pass --skip-bad to drop them")
+
+
+def check_report_dir(folder: Path, out) -> None:
+    """Refuse, before any work, a report folder that is a file, that is the output dataset or lies
+    inside it (the reports would be foreign files in the dataset), or that cannot be written."""
+    import os
+
+    from .paths import check_writable
+
+    if folder.exists() and not folder.is_dir():
+        raise CLIError(f"--report-dir {folder} is a file; give a folder for the reports")
+    real, dataset = Path(os.path.realpath(folder)), Path(os.path.realpath(out))
+    if real == dataset or dataset in real.parents:
+        raise CLIError(f"--report-dir {folder} is inside the output dataset {out}; give a folder beside it "
+                       f"(default: {Path(str(Path(out)) + '.hygiene')})")
+    check_writable(folder / "problems.jsonl")
 
 
 def report_dir(args) -> Path:

@@ -154,3 +154,12 @@ def test_templates_check_says_what_its_probe_words_are(tmp_path):
     res = run_cli("templates", "check", "qwen", "--color", "never")
     assert res.returncode == 0 and "«Wqans one.<|im_end|>»" in res.stdout
     assert "probe words: Wqans (content)" in res.stdout.splitlines()[-1]  # before: 'Wq...' unexplained
+
+
+@pytest.mark.parametrize("where", ["file", "the dataset", "inside it"])
+def test_a_report_dir_that_cannot_hold_the_reports_is_refused_before_any_work(tmp_path, sets, where):
+    out = tmp_path / "ds"
+    folder = {"file": sets[2], "the dataset": out, "inside it": out / "reports"}[where]
+    res = run_cli("import", sets[2], out, "--dedup", "exact", "--report-dir", folder)
+    assert res.returncode == 1 and "--report-dir" in res.stderr, res.stderr
+    assert not out.exists()  # before: the import ran, then '[Errno 17] File exists', or reports inside the dataset

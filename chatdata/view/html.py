@@ -112,12 +112,16 @@ def _legend(sections: Sequence[ViewSection], top: float) -> str:
     for role in roles:
         r, g, b = _color(role)
         keys.append(f'<span class="key" style="background:rgba({r},{g},{b},1)">{html.escape(role)}</span>')
-    r, g, b = ROLE_COLORS["assistant"]
-    shown = sorted({c.weight for s in sections for c in s.chips if c.weight > 0}) or [top]
+    carrier: dict = {}  # each weight drawn in the colour of a role whose tokens carry it (tool 0.2: orange)
+    for s in sections:
+        for c in s.chips:
+            if c.weight > 0:
+                carrier.setdefault(c.weight, c.role or "trained")
+    shown = sorted(carrier) or [top]
     if len(shown) > 6:  # many distinct weights: six of them, evenly spread
         shown = [shown[round(k * (len(shown) - 1) / 5)] for k in range(6)]
-    scale = " ".join(f'<span class="key" style="background:rgba({r},{g},{b},{_alpha(w, top)})">weight {_weight_text(w)}</span>'
-                     for w in shown)
+    scale = " ".join(f'<span class="key" style="background:rgba({",".join(map(str, _color(carrier.get(w, "assistant"))))},'
+                     f'{_alpha(w, top)})">weight {_weight_text(w)}</span>' for w in shown)
     return (f'<div class="legend">trained, by role: {" ".join(keys) or "(nothing trained)"}</div>'
             f'<div class="legend">opacity is the loss weight: {scale}; untrained tokens are plain</div>')
 

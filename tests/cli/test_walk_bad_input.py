@@ -163,3 +163,18 @@ def test_a_report_dir_that_cannot_hold_the_reports_is_refused_before_any_work(tm
     res = run_cli("import", sets[2], out, "--dedup", "exact", "--report-dir", folder)
     assert res.returncode == 1 and "--report-dir" in res.stderr, res.stderr
     assert not out.exists()  # before: the import ran, then '[Errno 17] File exists', or reports inside the dataset
+
+
+def test_the_weight_legend_is_drawn_in_the_colour_of_the_role_that_carries_the_weight():
+    import re
+
+    from chatdata.data import load_sample_chats, load_sample_tokenizer
+    from chatdata.view import chat_section, html_page
+    from chatdata.view.html import ROLE_COLORS
+
+    chat = next(c for c in load_sample_chats() if any(m["role"] == "tool" for m in c))
+    page = html_page("t", [chat_section(chat, load_sample_tokenizer(), train_on=["assistant", "tool"],
+                                        loss_weights={"tool": 0.2})])
+    keys = dict((w, rgb) for rgb, w in re.findall(r'background:rgba\((\d+,\d+,\d+),[\d.]+\)">weight ([\d.]+)<', page))
+    assert keys == {"0.2": ",".join(map(str, ROLE_COLORS["tool"])),  # before: the assistant's green for 0.2 too
+                    "1": ",".join(map(str, ROLE_COLORS["assistant"]))}

@@ -146,6 +146,10 @@ def load_history(path):
             raise CLIError(f"{path} is a sharded set of {ds.kind}, not of conversations "
                            "(sharded History datasets are made by `chatdata import --shard-size`)")
         return ds
+    if not (p / "meta.json").exists():  # no dataset at all: say that, and how one is made
+        raise CLIError(f"{path} is not a chatdata dataset (no meta.json: it holds "
+                       f"{'nothing' if not any(p.iterdir()) else 'other files'}); make one with "
+                       f"`chatdata import SRC {path}`")
     try:
         obj = load_memmap(p)
     except (FormatError, FileNotFoundError) as err:

@@ -178,3 +178,11 @@ def test_the_weight_legend_is_drawn_in_the_colour_of_the_role_that_carries_the_w
     keys = dict((w, rgb) for rgb, w in re.findall(r'background:rgba\((\d+,\d+,\d+),[\d.]+\)">weight ([\d.]+)<', page))
     assert keys == {"0.2": ",".join(map(str, ROLE_COLORS["tool"])),  # before: the assistant's green for 0.2 too
                     "1": ",".join(map(str, ROLE_COLORS["assistant"]))}
+
+
+def test_a_folder_without_a_dataset_is_named_once_with_how_to_make_one(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    res = run_cli("info", tmp_path / "mine")
+    assert res.returncode == 1 and "is not a chatdata dataset (no meta.json: it holds other files)" in res.stderr
+    assert "chatdata import SRC" in res.stderr and res.stderr.count("meta.json") == 1  # before: said three times

@@ -365,11 +365,19 @@ _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _key(tokenizer) -> tuple:
+    """What the twin was built from, except the vocabulary itself (its size stands for it): a
+    normalizer, pre-tokenizer, post-processor or decoder set on the tokenizer later, or BPE
+    dropout switched on, changes the key and the twin is rebuilt (or refused). A few us."""
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None:
         return (None,)
+    parts = [getattr(backend, name, None) for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder")]
+    model = getattr(backend, "model", None)
     return (id(backend), backend.get_vocab_size(with_added_tokens=True), getattr(backend, "encode_special_tokens", None),
-            bool(getattr(tokenizer, "split_special_tokens", False)))
+            bool(getattr(tokenizer, "split_special_tokens", False)),
+            *(None if c is None else c.__getstate__() for c in parts),
+            type(model).__name__, *(getattr(model, a, None) for a in ("dropout", "byte_fallback", "continuing_subword_prefix",
+                                                                      "end_of_word_suffix")))
 
 
 def _lookup(tokenizer) -> tuple[TiktokenBPE | None, str]:

@@ -56,10 +56,6 @@ def check_tokenizer(tokenizer: Any) -> None:
                         f"transformers.AutoTokenizer.from_pretrained(...)), got {type(tokenizer).__name__}")
 
 
-_TRUNCATION = {True: True, False: False, None: False, "longest_first": True, "only_first": True,
-               "do_not_truncate": False}
-
-
 def check_options(tokenize, return_dict, add_generation_prompt, continue_final_message,
                   return_assistant_tokens_mask, truncation) -> bool:
     """Refuse option values that would be read as something else (``tokenize="no"`` is truthy,
@@ -82,11 +78,9 @@ def check_options(tokenize, return_dict, add_generation_prompt, continue_final_m
             raise TypeError(f"{name} must be {'True, False or None' if none_ok else 'True or False'}, got {value!r:.60}")
     if tokenize is False and return_assistant_tokens_mask:  # as transformers; return_dict is ignored, as there
         raise ValueError("return_assistant_tokens_mask=True needs tokens: pass tokenize=True (or leave tokenize unset)")
-    try:
-        return _TRUNCATION[truncation]
-    except (KeyError, TypeError):  # TypeError: an unhashable value
-        raise ValueError(f"truncation must be True, False, 'longest_first', 'only_first' or 'do_not_truncate', "
-                         f"got {truncation!r:.60}") from None
+    from ..templates.tokenization import truncation_on
+
+    return truncation_on(truncation)
 
 
 def _ragged(seqs: list[torch.Tensor], empty_dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, torch.Tensor]:

@@ -232,13 +232,51 @@ def _pad(seqs: list[torch.Tensor], length: int, value: int, side: str) -> torch.
     return out
 
 
+_TRUNCATE = {"longest_first": True, "only_first": True, "do_not_truncate": False}
+_PADDING = {"longest": "longest", "max_length": "max_length", "do_not_pad": False}
+
+
+def truncation_on(truncation: Any) -> bool:
+    """Whether ``truncation`` (what ``tokenizer(...)`` takes: a bool, or a ``TruncationStrategy``
+    or its string) cuts a sequence: ``"do_not_truncate"`` does not. ValueError for another value.
+
+    Example:
+        >>> truncation_on(True), truncation_on("longest_first"), truncation_on("do_not_truncate")
+        (True, True, False)
+    """
+    if truncation is None or isinstance(truncation, bool):
+        return bool(truncation)
+    value = getattr(truncation, "value", truncation)  # transformers' TruncationStrategy is a str enum
+    if isinstance(value, str) and value in _TRUNCATE:
+        return _TRUNCATE[value]
+    if value == "only_second":
+        raise ValueError("truncation='only_second' cuts the second text of a pair; a chat is one text: use True")
+    raise ValueError(f"truncation must be a bool or one of {sorted(_TRUNCATE)}, got {truncation!r}")
+
+
+def padding_mode(padding: Any) -> str | bool:
+    """``False``, ``"longest"`` or ``"max_length"`` from what ``tokenizer(...)`` takes as
+    ``padding`` (a bool, or a ``PaddingStrategy`` or its string). ValueError for another value.
+
+    Example:
+        >>> padding_mode(True), padding_mode("do_not_pad"), padding_mode("max_length")
+        ('longest', False, 'max_length')
+    """
+    if padding is None or isinstance(padding, bool):
+        return "longest" if padding else False
+    value = getattr(padding, "value", padding)  # transformers' PaddingStrategy is a str enum
+    if isinstance(value, str) and value in _PADDING:
+        return _PADDING[value]
+    raise ValueError(f"padding must be True, False or one of {sorted(_PADDING)}, got {padding!r}")
+
+
 def tokenize_chats(
     texts: Sequence[str],
     spans: Sequence[Sequence[tuple[int, int]]] | None,
     tokenizer: Any,
     *,
     padding: bool | str = False,
-    truncation: bool = False,
+    truncation: bool | str = False,
     max_length: int | None = None,
     return_assistant_tokens_mask: bool = False,
     span_weights: Sequence[Sequence[float]] | None = None,
@@ -250,8 +288,9 @@ def tokenize_chats(
     1-D int64 tensors, or 2-D tensors padded on ``tokenizer.padding_side`` with
     ``tokenizer.pad_token_id`` when ``padding`` is ``True``/``"longest"``/``"max_length"``.
     Truncation (``truncation=True`` with ``max_length``) cuts ids and masks together on
-    ``tokenizer.truncation_side``. ``span_weights`` (one float per span, with
-    ``return_assistant_tokens_mask``) adds float32 ``loss_weights`` per token (see
+    ``tokenizer.truncation_side``. Both also take the strategy names ``tokenizer(...)`` takes
+    (``"do_not_pad"``, ``"longest_first"``, ``"do_not_truncate"``, ...). ``span_weights`` (one
+    float per span, with ``return_assistant_tokens_mask``) adds float32 ``loss_weights`` per token (see
     :mod:`.token_weights`; 0.0 on padding).
 
     Ids and masks come from the splice engine (:mod:`.splice`) when the tokenizer has a verified
@@ -282,6 +321,7 @@ def tokenize_chats(
             check_span_weights(spans, span_weights)
     elif span_weights is not None:
         raise ValueError("span_weights weigh the trained spans: pass return_assistant_tokens_mask=True too")
+    truncation, padding = truncation_on(truncation), padding_mode(padding)
     if max_length is not None and (isinstance(max_length, bool) or not hasattr(max_length, "__index__") or max_length < 0):
         raise ValueError(f"max_length must be an int >= 0 (or None), got {max_length!r}")
     if truncation and max_length is None:
@@ -341,10 +381,8 @@ def tokenize_chats(
             if max_length is None:
                 raise ValueError("padding='max_length' needs max_length")
             length = max_length
-        elif padding in (True, "longest"):
+        else:  # "longest"
             length = max((len(t) for t in ids), default=0)
-        else:
-            raise ValueError(f"padding must be True, 'longest' or 'max_length', got {padding!r}")
         pad_id = getattr(tokenizer, "pad_token_id", None)
         if pad_id is None:
             raise ValueError("padding needs tokenizer.pad_token_id; set a pad token on the tokenizer")

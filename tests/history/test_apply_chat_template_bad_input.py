@@ -53,7 +53,7 @@ def test_valid_max_length_truncates_ids_and_masks_together(qwen_tok, max_length)
     (dict(continue_final_message=1), TypeError, r"continue_final_message must be True or False, got 1"),
     (dict(return_assistant_tokens_mask="yes"), TypeError, r"return_assistant_tokens_mask must be True or False"),
     (dict(tokenize=False, return_assistant_tokens_mask=True), ValueError, r"return_assistant_tokens_mask=True needs tokens"),
-    (dict(tokenize=True, truncation="nope", max_length=3), ValueError, r"truncation must be True, False, 'longest_first'"),
+    (dict(tokenize=True, truncation="nope", max_length=3), ValueError, r"truncation must be a bool or one of \['do_not_truncate'"),
 ], ids=["tokenize str", "return_dict str", "generation prompt str", "continue int", "mask str", "mask untokenized",
         "truncation name"])
 def test_options_that_would_be_read_as_another_value_are_refused(qwen_tok, kwargs, err, match):

@@ -1,0 +1,81 @@
+"""Cases where chatdata's token ids silently left Hugging Face's, each fixed and pinned here
+(the hypothesis fuzzing that looks for more is in test_hf_differential.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chatdata import History
+from chatdata.templates import tokenize_chats
+from chatdata.templates.tiktoken_bpe import tiktoken_bpe_for, why_not_tiktoken
+
+CHATS = [[{"role": "user", "content": "Write a long answer, please: " + "word " * 20},
+          {"role": "assistant", "content": "Sure " * 30}]] * 2
+
+
+def _fresh(tokenizer_dir, name="qwen2.5-instruct"):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tokenizer_dir / name))
+
+
+def _hf_ids(tok, chats, **kw):
+    out = tok.apply_chat_template(chats, tokenize=True, return_dict=True, add_generation_prompt=True, **kw)
+    return out["input_ids"]
+
+
+def _our_ids(tok, chats, **kw):
+    out = History.from_chats(chats).apply_chat_template(tokenizer=tok, tokenize=True, return_dict=True,
+                                                         add_generation_prompt=True, **kw)
+    ids = out["input_ids"]
+    return [t.tolist() for t in ids.unbind(0)]
+
+
+@pytest.mark.parametrize("kw", [
+    {"truncation": "do_not_truncate", "max_length": 10},  # was cut to 10 tokens: bool("do_not_truncate") is True
+    {"truncation": "longest_first", "max_length": 10},
+    {"truncation": "only_first", "max_length": 10},
+    {"padding": "do_not_pad"},  # was a ValueError
+    {"padding": "longest", "truncation": True, "max_length": 12},
+])
+def test_strategy_names_mean_what_they_mean_for_the_tokenizer(any_tok, kw):
+    if any_tok.pad_token_id is None:
+        pytest.skip("no pad token")
+    assert _our_ids(any_tok, CHATS, **kw) == _hf_ids(any_tok, CHATS, **kw)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"truncation": "bogus", "max_length": 10}, r"truncation must be a bool or one of"),
+    ({"truncation": "only_second", "max_length": 10}, r"only_second.*a chat is one text"),
+    ({"padding": "bogus"}, r"padding must be True, False or one of"),
+])
+def test_unknown_strategy_names_are_refused(qwen_tok, kw, match):
+    with pytest.raises(ValueError, match=match):
+        tokenize_chats(["hello"], None, qwen_tok, **kw)
+
+
+def test_a_new_normalizer_pre_tokenizer_or_dropout_is_seen_without_new_tokens(tokenizer_dir):
+    """The twin was cached per vocabulary size: a normalizer, a pre-tokenizer or BPE dropout
+    (subword regularisation) set afterwards, with no token added, kept the old twin, and its ids
+    silently differed from the tokenizer's."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    tok = _fresh(tokenizer_dir)
+    text = "<|im_start|>user\nHeLLo World<|im_end|>"
+
+    def same_ids():
+        return tokenize_chats([text], None, tok)["input_ids"][0].tolist() == tok(text, add_special_tokens=False)["input_ids"]
+
+    assert tiktoken_bpe_for(tok) is not None and same_ids()
+    backend = tok.backend_tokenizer
+    nfc, pre = backend.normalizer, backend.pre_tokenizer
+    backend.normalizer = normalizers.Lowercase()
+    assert "normalizer" in why_not_tiktoken(tok) and same_ids()
+    backend.normalizer = nfc
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    assert "add_prefix_space" in why_not_tiktoken(tok) and same_ids()
+    backend.pre_tokenizer = pre
+    backend.model.dropout = 0.5
+    assert "dropout" in why_not_tiktoken(tok)
+    backend.model.dropout = None
+    assert why_not_tiktoken(tok) == "" and same_ids()  # all put back: the twin again

@@ -138,6 +138,8 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
                 return got
         if s >= floor:
             start = _skip_to_rest(text, s, prompt[s:], _next_bound(text, chat, k - 1, s))
+            if start == s and not body:  # an empty message: nothing of it to find in the text
+                start = _after_prompt_tail(text, s, prompt[s:])
             return start if start > s else _after_header(text, s, profile.header)
         if body and prompt is not None and body in prompt:
             # the prompt renders earlier text differently (a system prompt moved into the last
@@ -198,6 +200,20 @@ def _after_header(text: str, s: int, header: str) -> int:
     for h in (header, header.strip()):
         if h.strip() and text.startswith(h, i):
             return i + len(h)
+    return s
+
+
+def _after_prompt_tail(text: str, s: int, rest: str) -> int:
+    """After the longest end of ``rest`` (the prompt past where it stopped agreeing) that the
+    text goes on with at ``s``, when what ``rest`` holds before that end is text, not markup;
+    else ``s``. The prompt wrote text into an empty previous message that the whole chat does
+    not (Mistral moves the system prompt into the last user turn: ``[INST]S\n\n[/INST]`` in
+    the prompt, ``[INST][/INST]`` in the chat): the turn starts after the ``[/INST]`` both end
+    with, not where they part. Markup alone (DeepSeek's prompt ``<think></think>`` against the
+    chat's ``</think>``) is left to the rules that place it for any message."""
+    for i in range(1, len(rest)):
+        if rest[i:].strip() and text.startswith(rest[i:], s):
+            return s if _only_markup(rest, 0, i) else s + len(rest) - i
     return s
 
 

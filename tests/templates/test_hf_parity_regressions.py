@@ -79,3 +79,26 @@ def test_a_new_normalizer_pre_tokenizer_or_dropout_is_seen_without_new_tokens(to
     assert "dropout" in why_not_tiktoken(tok)
     backend.model.dropout = None
     assert why_not_tiktoken(tok) == "" and same_ids()  # all put back: the twin again
+
+
+@pytest.mark.parametrize("name", ["mistralai-Mistral-Nemo-Instruct-2407", "mistralai-Mixtral-8x22B-Instruct-v0.1"])
+def test_an_empty_user_message_after_a_system_prompt_does_not_train_the_header(mistral_tok, name):
+    """Mistral templates put the system prompt into the last user turn. With an empty user
+    message in the middle, the turn after it was placed where the prefix rendering parted from
+    the chat (``[INST]|S\\n\\n[/INST]`` vs ``[INST]|[/INST]``): ``[/INST]`` was trained."""
+    from template_paths import TEMPLATE_DIR
+
+    template = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
+
+    def trained(middle):
+        chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "u1"},
+                {"role": "assistant", "content": "a1"}, {"role": "user", "content": middle},
+                {"role": "assistant", "content": "a2"}, {"role": "user", "content": "u3"},
+                {"role": "assistant", "content": "a3"}]
+        out = History.from_chats([chat]).apply_chat_template(
+            tokenizer=mistral_tok, chat_template=template, tokenize=True, return_dict=True,
+            return_assistant_tokens_mask=True, add_generation_prompt=False)
+        return mistral_tok.decode(out["input_ids"][0][out["assistant_masks"][0].bool()])
+
+    assert trained("") == trained("x")
+    assert "[/INST]" not in trained("")

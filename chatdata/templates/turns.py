@@ -99,25 +99,36 @@ def _message_end(text: str, message: dict, pos: int) -> int:
 def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
     """Where the next non-assistant message's content starts (``len(text)`` if none found),
     skipping occurrences inside message ``k``'s own words (a tool reply may repeat the call's
-    arguments)."""
-    own = [p for p in _owned_pieces(chat[k]) if p] if chat[k].get("role") == "assistant" else []
+    arguments). Message ``k``'s words are their first occurrences from ``pos``, as many as it
+    has: a user who repeats the assistant's reply ("ok" after "ok") is not its words."""
+    own = _own_spans(text, chat[k], pos) if chat[k].get("role") == "assistant" else []
     for j in range(k + 1, len(chat)):
         if chat[j].get("role") == "assistant":
             continue
         body = _text_of(chat[j])
         i = text.find(body, pos) if body else -1
-        while i >= 0 and any(_covers(text, p, i, len(body)) for p in own):
+        while i >= 0 and any(a <= i and i + len(body) <= b for a, b in own):
             i = text.find(body, i + 1)
         return i if i >= 0 else len(text)
     return len(text)
 
 
-def _covers(text: str, piece: str, i: int, n: int) -> bool:
-    """Whether an occurrence of ``piece`` covers ``text[i:i + n]``."""
-    if len(piece) < n:
-        return False
-    a = text.find(piece, max(0, i + n - len(piece)), i + len(piece))
-    return 0 <= a <= i
+def _own_spans(text: str, message: dict, pos: int) -> list[tuple[int, int]]:
+    """``[start, end)`` of the first occurrences from ``pos`` of the message's content,
+    reasoning and tool-call argument values (a piece the message holds twice: its first two)."""
+    spans = []
+    counts: dict[str, int] = {}
+    for p in _owned_pieces(message):
+        if p:
+            counts[p] = counts.get(p, 0) + 1
+    for p, n in counts.items():
+        a = pos - 1
+        for _ in range(n):
+            a = text.find(p, a + 1)
+            if a < 0:
+                break
+            spans.append((a, a + len(p)))
+    return spans
 
 
 def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: int) -> int | None:

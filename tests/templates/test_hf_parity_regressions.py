@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from chatdata import History
-from chatdata.templates import tokenize_chats
+from chatdata.templates import render_chats_with_spans, tokenize_chats
 from chatdata.templates.tiktoken_bpe import tiktoken_bpe_for, why_not_tiktoken
 
 CHATS = [[{"role": "user", "content": "Write a long answer, please: " + "word " * 20},
@@ -102,3 +102,26 @@ def test_an_empty_user_message_after_a_system_prompt_does_not_train_the_header(m
 
     assert trained("") == trained("x")
     assert "[/INST]" not in trained("")
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen1.5-72B-Chat", "Apertus-8B-Instruct", "zai-org-GLM-4.5", "tencent-Hy3",
+                                  "upstage-SOLAR-10.7B-Instruct-v1.0"])
+def test_a_user_repeating_the_assistant_is_not_trained(qwen_tok, name):
+    """The end of an assistant turn is searched before the next user message's text, skipping
+    the assistant's own words; every occurrence of those words was skipped, so a user who says
+    what the assistant said ("ok" after "ok") had their message trained as part of the turn (or
+    the next turn could not be placed)."""
+    from template_paths import TEMPLATE_DIR
+
+    template = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
+
+    def trained(u1, a1, u2, a2):
+        chat = [{"role": "user", "content": u1}, {"role": "assistant", "content": a1},
+                {"role": "user", "content": u2}, {"role": "assistant", "content": a2},
+                {"role": "user", "content": "u3"}, {"role": "assistant", "content": "a3"}]
+        (text,), (spans,) = render_chats_with_spans([chat], template, tokenizer=qwen_tok)
+        return "|".join(text[a:b] for a, b in spans)  # characters: other templates' markers are no tokens here
+
+    distinct = trained("u1", "a1", "u2", "a2")
+    assert trained("ok", "ok", "ok", "ok") == distinct.replace("a1", "ok").replace("a2", "ok")
+    assert trained("u1", "a1", "a1", "a1") == distinct.replace("a2", "a1")

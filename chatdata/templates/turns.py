@@ -283,7 +283,7 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
     c = max(_agreement(pre(k + 1, False), text), s)
     bound = _next_bound(text, chat, k, s)
     owned = _owned_end(text, chat[k], s, bound)
-    spoken = _owned_end(text, chat[k], s, bound, first=True)  # not a short content's match in later markup
+    spoken = owned  # their first occurrences: not a short content's match in later markup
     bound = _next_header(text, profile.header, max(c, spoken), bound)
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
     if profile.eots:
@@ -375,16 +375,12 @@ def _written_forms(value: str) -> list[str]:
     return forms
 
 
-def _owned_end(text: str, message: dict, s: int, bound: int, first: bool = False) -> int:
+def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
     """The furthest end, in ``text[s:bound]``, of the message's content, reasoning and tool-call
-    argument values (``s`` if none is found); with ``first``, of their first occurrences."""
-    end = s
-    for p in _owned_pieces(message):
-        if p:
-            j = text.find(p, s, bound) if first else text.rfind(p, s, bound)
-            if j >= 0:
-                end = max(end, j + len(p))
-    return end
+    argument values (``s`` if none is found): their first occurrences from ``s``, not the last
+    ones before ``bound``, which may sit in the markup after the turn (a reply ``"s"`` in the
+    ``<|user|>`` that follows it)."""
+    return max([s] + [b for a, b in _own_spans(text, message, s) if b <= bound])
 
 
 def _marker_before(text: str, i: int, lo: int) -> int:

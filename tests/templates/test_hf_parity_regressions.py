@@ -125,3 +125,23 @@ def test_a_user_repeating_the_assistant_is_not_trained(qwen_tok, name):
     distinct = trained("u1", "a1", "u2", "a2")
     assert trained("ok", "ok", "ok", "ok") == distinct.replace("a1", "ok").replace("a2", "ok")
     assert trained("u1", "a1", "a1", "a1") == distinct.replace("a2", "a1")
+
+
+@pytest.mark.parametrize("name, reply", [("Qwen-Qwen1.5-72B-Chat", "d"), ("Qwen-Qwen1.5-72B-Chat", "start"),
+                                         ("zai-org-GLM-4.5", "user"), ("upstage-SOLAR-10.7B-Instruct-v1.0", "User:"),
+                                         ("THUDM-chatglm3-6b", "s")])
+def test_a_reply_that_also_spells_the_next_header_ends_where_its_turn_does(qwen_tok, name, reply):
+    """The end of an assistant's words was their last occurrence before the next user message:
+    a short reply ("d", a multiple-choice answer) found again in the header after it (Qwen1.5's
+    ``<|im_end|>\\n<|im_start|>user``) pulled the mask into that header."""
+    from template_paths import TEMPLATE_DIR
+
+    template = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
+
+    def trained(a1):
+        chat = [{"role": "user", "content": "u1"}, {"role": "assistant", "content": a1},
+                {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"}]
+        (text,), (spans,) = render_chats_with_spans([chat], template, tokenizer=qwen_tok)
+        return [text[a:b] for a, b in spans]
+
+    assert trained(reply) == [t.replace("a1", reply) for t in trained("a1")]

@@ -107,10 +107,21 @@ def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
             continue
         body = _text_of(chat[j])
         i = text.find(body, pos) if body else -1
-        while i >= 0 and any(a <= i and i + len(body) <= b for a, b in own):
+        while i >= 0 and (any(a <= i and i + len(body) <= b for a, b in own) or _inside_marker(text, i, len(body))):
             i = text.find(body, i + 1)
         return i if i >= 0 else len(text)
     return len(text)
+
+
+def _inside_marker(text: str, i: int, n: int) -> bool:
+    """Whether ``text[i:i + n]`` is part of a marker, not all of it (a user message ``"1"``
+    found in Nemotron's ``<SPECIAL_12>``, ``"a"`` in gpt-oss's ``<|start|>``)."""
+    for m in MARKER_RE.finditer(text, max(0, i - 66), i + n + 66):
+        if m.start() <= i and i + n <= m.end() and (m.start(), m.end()) != (i, i + n):
+            return True
+        if m.start() > i:
+            return False
+    return False
 
 
 def _own_spans(text: str, message: dict, pos: int) -> list[tuple[int, int]]:

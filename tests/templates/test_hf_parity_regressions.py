@@ -145,3 +145,22 @@ def test_a_reply_that_also_spells_the_next_header_ends_where_its_turn_does(qwen_
         return [text[a:b] for a, b in spans]
 
     assert trained(reply) == [t.replace("a1", reply) for t in trained("a1")]
+
+
+@pytest.mark.parametrize("user", ["1", "S"])
+def test_a_user_message_spelt_inside_a_marker_keeps_the_end_of_turn_trained(qwen_tok, user):
+    """The next user message's text bounds an assistant turn; a message "1" or "S" was found in
+    Nemotron's ``<SPECIAL_12>`` end-of-turn marker, so the turn ended before that marker and the
+    model was never taught to stop."""
+    from template_paths import TEMPLATE_DIR
+
+    template = (TEMPLATE_DIR / "NVIDIA-Nemotron-Nano-v2.jinja").read_text(encoding="utf-8")
+
+    def trained(u2):
+        chat = [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"},
+                {"role": "user", "content": u2}, {"role": "assistant", "content": "a2"}]
+        (text,), (spans,) = render_chats_with_spans([chat], template, tokenizer=qwen_tok)
+        return [text[a:b] for a, b in spans]
+
+    assert trained(user) == trained("u2")
+    assert trained(user)[0].endswith("<SPECIAL_12>")

@@ -99,14 +99,18 @@ def _message_end(text: str, message: dict, pos: int) -> int:
 def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
     """Where the next non-assistant message's content starts (``len(text)`` if none found),
     skipping occurrences inside message ``k``'s own words (a tool reply may repeat the call's
-    arguments). Message ``k``'s words are their first occurrences from ``pos``, as many as it
-    has: a user who repeats the assistant's reply ("ok" after "ok") is not its words."""
-    own = _own_spans(text, chat[k], pos) if chat[k].get("role") == "assistant" else []
+    arguments) and inside markers. Message ``k``'s words are their first occurrences from
+    ``pos``, as many as it has: a user who repeats the assistant's reply ("ok" after "ok") is
+    not its words."""
     for j in range(k + 1, len(chat)):
         if chat[j].get("role") == "assistant":
             continue
         body = _text_of(chat[j])
         i = text.find(body, pos) if body else -1
+        if i < 0:
+            return len(text)
+        pieces = [p for p in _owned_pieces(chat[k]) if body in p] if chat[k].get("role") == "assistant" else []
+        own = _own_spans(text, pieces, pos) if pieces else []  # only words that hold the body can cover it
         while i >= 0 and (any(a <= i and i + len(body) <= b for a, b in own) or _inside_marker(text, i, len(body))):
             i = text.find(body, i + 1)
         return i if i >= 0 else len(text)
@@ -115,21 +119,22 @@ def _next_bound(text: str, chat: list, k: int, pos: int) -> int:
 
 def _inside_marker(text: str, i: int, n: int) -> bool:
     """Whether ``text[i:i + n]`` is part of a marker, not all of it (a user message ``"1"``
-    found in Nemotron's ``<SPECIAL_12>``, ``"a"`` in gpt-oss's ``<|start|>``)."""
-    for m in MARKER_RE.finditer(text, max(0, i - 66), i + n + 66):
-        if m.start() <= i and i + n <= m.end() and (m.start(), m.end()) != (i, i + n):
+    found in Nemotron's ``<SPECIAL_12>``, ``"a"`` in gpt-oss's ``<|start|>``). A marker holds
+    no ``<`` or ``[`` after its first character: one that holds ``i`` starts at the last of them."""
+    lo = max(0, i - 66)
+    for j in (text.rfind("<", lo, i + 1), text.rfind("[", lo, i + 1)):
+        m = MARKER_RE.match(text, j) if j >= 0 else None
+        if m and i + n <= m.end() and (j, m.end()) != (i, i + n):
             return True
-        if m.start() > i:
-            return False
     return False
 
 
-def _own_spans(text: str, message: dict, pos: int) -> list[tuple[int, int]]:
-    """``[start, end)`` of the first occurrences from ``pos`` of the message's content,
-    reasoning and tool-call argument values (a piece the message holds twice: its first two)."""
+def _own_spans(text: str, pieces: list[str], pos: int) -> list[tuple[int, int]]:
+    """``[start, end)`` of the first occurrences from ``pos`` of a message's ``pieces`` (its
+    content, reasoning and tool-call argument values; a piece it holds twice: its first two)."""
     spans = []
     counts: dict[str, int] = {}
-    for p in _owned_pieces(message):
+    for p in pieces:
         if p:
             counts[p] = counts.get(p, 0) + 1
     for p, n in counts.items():
@@ -391,7 +396,7 @@ def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
     argument values (``s`` if none is found): their first occurrences from ``s``, not the last
     ones before ``bound``, which may sit in the markup after the turn (a reply ``"s"`` in the
     ``<|user|>`` that follows it)."""
-    return max([s] + [b for a, b in _own_spans(text, message, s) if b <= bound])
+    return max([s] + [b for a, b in _own_spans(text, _owned_pieces(message), s) if b <= bound])
 
 
 def _marker_before(text: str, i: int, lo: int) -> int:

@@ -158,3 +158,34 @@ def test_rollout_ids_equal_a_fresh_encode_or_drift_says_where(any_tok, users, re
     assert (ro.drift()[0] is None) == (kept == fresh)
     if clean and not any(a in r for r in replies for a in ADDED + ["<tool_call", "[TOOL_CALLS"]):
         assert kept == fresh  # nothing for the template to rewrite
+
+
+COLLIDING = ["ok", "a", "d", "s", "1", "S", "u", "user", "assistant", "system", "model", "User:", "Assistant:", "start",
+             "end", "im", "INST", "think", "eos"]
+PLACEMENT_TEMPLATES = ["Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen1.5-72B-Chat", "zai-org-GLM-4.5", "NVIDIA-Nemotron-Nano-v2",
+                       "upstage-SOLAR-10.7B-Instruct-v1.0", "tencent-Hy3", "Apertus-8B-Instruct",
+                       "mistralai-Mistral-Nemo-Instruct-2407", "meta-llama-Llama-3.1-8B-Instruct", "THUDM-chatglm3-6b"]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.sampled_from([n for n in PLACEMENT_TEMPLATES if (TEMPLATE_DIR / f"{n}.jinja").exists()]),
+       contents=st.lists(st.sampled_from(COLLIDING), min_size=6, max_size=6))
+def test_short_colliding_contents_are_trained_where_distinct_ones_are(qwen_tok, name, contents):
+    """Short messages that repeat each other or spell part of the template's markup ("ok" after
+    "ok", "d" inside <|im_end|>, "1" inside <SPECIAL_12>) are placed like distinct ones: the
+    trained text is the placeholders' with each placeholder replaced by its message."""
+    from chatdata.templates import render_chats_with_spans
+
+    template = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
+    marks = [f"\u24b6{k}\u24b7" for k in range(6)]  # placeholders no template writes
+
+    def trained(words):
+        chat = [{"role": "user" if k % 2 == 0 else "assistant", "content": w} for k, w in enumerate(words)]
+        (text,), (spans,) = render_chats_with_spans([chat], template, tokenizer=qwen_tok)
+        return [text[a:b] for a, b in spans]
+
+    want = trained(marks)
+    for mark, word in zip(marks, contents):
+        want = [t.replace(mark, word) for t in want]
+    assert trained(contents) == want

@@ -32,6 +32,7 @@ from ..td import RaggedTensorDict
 from ..templates import Renderer, TemplateError, resolve_chat_template
 from ..templates.parsers import parse_response, parser_for_template
 from ..templates.render import prepare_chat
+from ..templates.backend import rust_backend, unpadded
 from ..templates.tiktoken_bpe import tiktoken_bpe_for, twin_allowed
 from .buffers import TokenRow
 from .delta import _WHOLE, TurnDelta
@@ -106,11 +107,13 @@ class Rollout:
             _WHOLE.add(self._delta.key)
         self.parser = parser_for_template(self.template)
         self._encode_fast = self._decode_fast = self._twin = None
-        backend = getattr(tokenizer, "backend_tokenizer", None)
+        backend = rust_backend(tokenizer)
         probe = self.facts.generation_prompt + " Héllo,\n\n  wörld 42" + self.facts.eot + self.facts.after_eot
-        if backend is not None and backend.encode(probe, add_special_tokens=False).ids == tokenizer.encode(
+        if backend is not None and unpadded(backend).encode(probe, add_special_tokens=False).ids == tokenizer.encode(
                 probe, add_special_tokens=False):  # the Rust backend alone gives the tokenizer's ids: use it
-            self._encode_fast, self._decode_fast = backend.encode, backend.decode
+            # padding / truncation left on the shared backend by the caller's own tok(...) calls: off each time
+            self._encode_fast = lambda text, **kw: unpadded(backend).encode(text, **kw)
+            self._decode_fast = backend.decode
             if twin_allowed():  # the verified tiktoken twin: same ids, faster (None when there is none)
                 self._twin = tiktoken_bpe_for(tokenizer)
         self._rows = [_Row(chat_messages(i, c, "Rollout")) for i, c in enumerate(_as_chats(history))]

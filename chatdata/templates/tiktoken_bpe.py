@@ -42,6 +42,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .backend import unpadded
+
 __all__ = ["TiktokenBPE", "tiktoken_bpe_for", "why_not_tiktoken", "byte_level_chars", "encode_threads", "twin_allowed"]
 
 # the pattern of tokenizers' ByteLevel pre-tokenizer with use_regex=True (GPT-2's)
@@ -336,7 +338,7 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
     separator = min(specials, key=lambda s: (len(s), s))
     bpe = TiktokenBPE(encoding, widths, nfc, separator)
     probes = [unicodedata.normalize("NFC", t) if nfc else t for t in _probe_texts(list(specials))]
-    encoded = backend.encode_batch(probes, add_special_tokens=False)
+    encoded = unpadded(backend).encode_batch(probes, add_special_tokens=False)
     for text, enc in zip(probes, encoded):
         if bpe.encode(text) != enc.ids:
             return None, f"ids differ from the tokenizer's on the probe text {text[:60]!r}"

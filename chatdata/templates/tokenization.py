@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import torch
 
+from .backend import rust_backend, unpadded
 from .token_weights import check_span_weights, piece_weight, token_weights, weights_from_ranges
 from .splice import spliced_ids_and_masks
 
@@ -113,11 +114,9 @@ def _first_bad_span(spans) -> tuple[int, Any]:
 
 def _encode_fast(tokenizer: Any, texts: list[str], truncation: bool, max_length: int | None):
     """(ids per text, encodings or None). The encodings answer char -> token questions."""
-    backend = getattr(tokenizer, "_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode_batch"):
-        backend.no_truncation()
-        backend.no_padding()
-        encs = backend.encode_batch(texts, add_special_tokens=False)
+    backend = rust_backend(tokenizer)
+    if backend is not None:
+        encs = unpadded(backend).encode_batch(texts, add_special_tokens=False)
         return [_int64(e.ids) for e in encs], encs
     out = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
     ids = [torch.tensor(x, dtype=torch.int64) for x in out["input_ids"]]

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from chatdata import History
+from chatdata.rollout import Rollout
 from chatdata.templates import render_chats_with_spans, tokenize_chats
+from chatdata.templates.backend import unpadded
 from chatdata.templates.tiktoken_bpe import tiktoken_bpe_for, why_not_tiktoken
 
 CHATS = [[{"role": "user", "content": "Write a long answer, please: " + "word " * 20},
@@ -20,7 +22,10 @@ def _fresh(tokenizer_dir, name="qwen2.5-instruct"):
 
 
 def _hf_ids(tok, chats, **kw):
-    out = tok.apply_chat_template(chats, tokenize=True, return_dict=True, add_generation_prompt=True, **kw)
+    try:
+        out = tok.apply_chat_template(chats, tokenize=True, return_dict=True, add_generation_prompt=True, **kw)
+    finally:
+        unpadded(tok.backend_tokenizer)  # transformers leaves padding/truncation on the shared tokenizer
     return out["input_ids"]
 
 
@@ -164,3 +169,24 @@ def test_a_user_message_spelt_inside_a_marker_keeps_the_end_of_turn_trained(qwen
 
     assert trained(user) == trained("u2")
     assert trained(user)[0].endswith("<SPECIAL_12>")
+
+
+@pytest.mark.parametrize("content", ["cafe\u0301 au lait, please: a long enough question", "a long enough question, plain"])
+def test_a_rollout_ignores_padding_left_on_the_tokenizer_by_the_callers_own_calls(qwen_tok, content, monkeypatch):
+    """``tok(texts, padding="max_length", truncation=True, max_length=N)`` (the policy's own use of
+    the tokenizer) leaves padding and truncation on its Rust backend; a rollout encoded the text
+    the twin does not cover (here: not NFC; all text with CHATDATA_SPLICE=0 or a tokenizer without
+    a twin) with that backend, and its prompt_ids() were silently cut and padded with pad tokens."""
+    if content.isascii():
+        monkeypatch.setenv("CHATDATA_SPLICE", "0")
+    try:
+        ro = Rollout([[{"role": "user", "content": "hi"}]], tokenizer=qwen_tok)
+        qwen_tok(["some text", "more"], padding="max_length", truncation=True, max_length=12)
+        ro.add_response([torch.tensor(qwen_tok.encode("yo<|im_end|>"))])
+        qwen_tok(["some text", "more"], padding="max_length", truncation=True, max_length=12)
+        ro.add_messages([[{"role": "user", "content": content}]])
+        fresh = _hf_ids(qwen_tok, ro.history.to_chats())[0]
+        assert ro.prompt_ids()[0].tolist() == list(fresh)
+        assert ro.drift() == [None]
+    finally:
+        unpadded(qwen_tok.backend_tokenizer)

@@ -70,7 +70,9 @@ def render_one(chat, tokenizer, template, tools=None):
                                                add_generation_prompt=False)
     except TemplateError as err:
         raise CLIError(str(err)) from None
-    enc = tokenizer._tokenizer.encode(texts[0], add_special_tokens=False)
+    from ..templates.backend import unpadded
+
+    enc = unpadded(tokenizer._tokenizer).encode(texts[0], add_special_tokens=False)  # no padding left on by a caller
     import torch
 
     offsets = torch.tensor(enc.offsets, dtype=torch.int64).reshape(-1, 2)

@@ -396,7 +396,8 @@ def _lookup(tokenizer) -> tuple[TiktokenBPE | None, str]:
 
 def tiktoken_bpe_for(tokenizer) -> TiktokenBPE | None:
     """The verified tiktoken twin of ``tokenizer`` (cached per tokenizer; rebuilt when tokens
-    are added or its normalizer, pre-tokenizer, post-processor, decoder or BPE dropout change), or None when it has none (see the module docstring; :func:`why_not_tiktoken`
+    are added or its normalizer, pre-tokenizer, post-processor, decoder or BPE dropout
+    change), or None when it has none (see the module docstring; :func:`why_not_tiktoken`
     says why).
 
     Example:

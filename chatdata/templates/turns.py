@@ -298,16 +298,15 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
     chat = pre.chat
     c = max(_agreement(pre(k + 1, False), text), s)
     bound = _next_bound(text, chat, k, s)
-    owned = _owned_end(text, chat[k], s, bound)
-    spoken = owned  # their first occurrences: not a short content's match in later markup
-    bound = _next_header(text, profile.header, max(c, spoken), bound)
+    owned = _owned_end(text, chat[k], s, bound)  # first occurrences: not a short content's match in later markup
+    bound = _next_header(text, profile.header, max(c, owned), bound)
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
     if profile.eots:
         hit = _last_eot(text, profile.eots, s, c)
-        if hit is not None and hit[0] < spoken:  # an end-of-turn text inside what the message says
+        if hit is not None and hit[0] < owned:  # an end-of-turn text inside what the message says
             hit = None
         if hit is None:
-            hit = _first_eot(text, profile.eots, max(c, spoken), bound)
+            hit = _first_eot(text, profile.eots, max(c, owned), bound)
         if hit is not None:
             return hit[1], hit[0]
     said = _trim_openers(text, s, max(c, owned), chat[k])  # the end of what the turn says

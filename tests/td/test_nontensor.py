@@ -206,6 +206,14 @@ def test_value_nbytes_and_value_counts_packed_and_unpacked(tmp_path):
     assert sub.value_counts() == {"système": 2, "assistant": 1}
 
 
+def test_value_counts_of_a_packed_column_tells_trailing_nuls_apart():
+    # the packed count pads short values with zero bytes: "a" and "a\x00" were one row, counted as "a"
+    values = ["a", "a\x00", "a", "", "\x00", "", "b\x00\x00"]
+    want = {"a": 2, "": 2, "a\x00": 1, "\x00": 1, "b\x00\x00": 1}
+    assert NonTensorStack.from_list(values).value_counts() == want
+    assert NonTensorStack.from_list(values).packed().value_counts() == want
+
+
 def test_value_counts_of_unhashable_values_counts_their_json():
     stack = NonTensorStack.from_list([{"a": 1}, None, {"a": 1}])
     assert stack.value_counts() == {'{"a": 1}': 2, "null": 1}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
 import torch
 
 from .pool import Pool, json_text
@@ -121,14 +122,13 @@ class ColumnMethods:
         pos = (starts.unsqueeze(1) + cols).clamp(max=max(data.numel() - 1, 0))
         mat = data[pos] if data.numel() else torch.zeros((n, max(width, 1)), dtype=torch.uint8)
         mat = mat.masked_fill(cols >= lens.unsqueeze(1), 0)
-        rows, counts = torch.unique(mat, dim=0, return_counts=True)
-        firsts = {}  # one occurrence of each distinct row, decoded exactly
-        inverse = torch.unique(mat, dim=0, return_inverse=True)[1]
-        order = torch.argsort(inverse, stable=True)
-        bounds = torch.cumsum(counts, 0) - counts
-        for r, first in enumerate(order[bounds].tolist()):
-            firsts[pool.get(int(idx[first]))] = int(counts[r])
-        return dict(sorted(firsts.items(), key=lambda kv: -kv[1]))
+        mat = torch.cat([mat, lens.to(torch.uint8).unsqueeze(1)], 1)  # the length too: "a" is not "a\0"
+        # each row as one opaque numpy value: np.unique sorts them as bytes, ~20x faster than
+        # torch.unique(dim=0) (2.7 s -> 0.13 s for 700k roles)
+        keys = np.ascontiguousarray(mat.numpy()).view(f"V{mat.shape[1]}").reshape(-1)
+        _, firsts, counts = np.unique(keys, return_index=True, return_counts=True)
+        found = {pool.get(int(idx[f])): c for f, c in zip(firsts.tolist(), counts.tolist())}  # decoded exactly
+        return dict(sorted(found.items(), key=lambda kv: -kv[1]))
 
     def packed(self) -> "NonTensorStack":
         """A copy whose values are packed in index order (UTF-8 bytes + offsets)."""

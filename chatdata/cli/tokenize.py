@@ -250,7 +250,7 @@ def run(args) -> int:
                            code=2)
         return _run_on_ray(args)
     h = load_history(args.ds)
-    check_roles_named(args, h, args.ds)
+    check_roles_named(args, selection, h, args.ds)
     check_output(args.out, args.overwrite, inputs=[args.ds, args.tokenizer, args.template, args.tools])  # before loading
     tok = load_tokenizer(args.tokenizer)
     template = resolve_template(args.template, tok)

@@ -13,7 +13,8 @@ def add_selection_flags(parser) -> None:
     g.add_argument("--train-on", metavar="ROLES", default="assistant",
                    help="comma-separated roles whose turns are trained, e.g. assistant,tool (default: assistant); "
                         "their content as the template renders it and the end of their turn, never a role header; "
-                        "tokenize refuses a role that no message of the dataset has (a typo)")
+                        "tokenize refuses a misspelt role (one no message has, spelt almost like one it has) and a list "
+                        "of roles no message has")
     g.add_argument("--last-turn-only", action="store_true",
                    help="train only the last trained turn of each conversation")
     g.add_argument("--final-answer-only", action="store_true",
@@ -58,22 +59,27 @@ def selection_from_args(args):
         raise CLIError(f"--loss-weight: {err}", code=2) from None
 
 
-def check_roles_named(args, h, where) -> None:
-    """Refuse a role given to ``--train-on`` or ``--loss-weight`` that no message of the dataset
-    ``h`` has (named ``where``): a typo (``--train-on assistent``) would train nothing of it, and
-    the run would end as if it had done what was asked. An empty dataset has nothing to check.
-    Costs one role count (``chatdata info``'s, ~5 s per 700k messages on a loaded 2-core VM): only
-    tokenize calls it, where it is a few % of the run; show prints each trained role's tokens."""
+def check_roles_named(args, selection, h, where) -> None:
+    """Refuse, before any work, roles of ``--train-on`` / ``--loss-weight`` that would silently
+    train nothing in the dataset ``h`` (named ``where``): one spelt almost like a role it has
+    (``assistent``, ``usr``; the library's own rule, ``TrainSelection.check_named_roles``), and a
+    ``--train-on`` none of whose roles any message has. A role the dataset lacks with no near match
+    passes, as in the library: one recipe (``--loss-weight tool=0.2``) serves datasets without tools.
+    An empty dataset has nothing to check."""
     from .info import dataset_roles
 
-    named = {"--loss-weight": list(_role_weights(args.loss_weight))}
-    if args.train_on != "assistant":  # the default is not the user's word: a dataset may have no assistant
-        named["--train-on"] = [r.strip() for r in args.train_on.split(",") if r.strip()]
-    if not any(named.values()):
+    train_on = [r.strip() for r in args.train_on.split(",") if r.strip()]
+    if args.train_on == "assistant" and not args.loss_weight:  # the defaults are not the user's words
         return
     present = dataset_roles(h)
-    for flag in ("--train-on", "--loss-weight"):
-        for role in named.get(flag, ()):
-            if present and role not in present:
-                raise CLIError(f"{flag}: no message of {where} has the role {role!r} (its roles: "
-                               f"{', '.join(present)}); check the spelling", code=2)
+    if not present:
+        return
+    has = ", ".join(map(repr, present))
+    try:
+        selection.check_named_roles(present)
+    except ValueError as err:
+        flag = "--train-on" if str(err).startswith("train_on") else "--loss-weight"
+        raise CLIError(f"{flag}: {err} (the roles of {where}: {has})", code=2) from None
+    if args.train_on != "assistant" and not any(r in present for r in train_on):
+        raise CLIError(f"--train-on: no message of {where} has any of the roles {', '.join(map(repr, train_on))}, "
+                       f"so nothing would be trained (its roles: {has})", code=2)

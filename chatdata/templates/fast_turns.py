@@ -20,7 +20,8 @@ from .errors import TemplateError
 from .probes import probe_chats, tool_name_of
 from .profile import TemplateProfile
 from .render import Renderer, prepare_chat
-from .turns import _first_eot, _join_back, _next_bound, _only_markup, _owned_pieces, _texts_end, turn_bounds
+from .message_words import _next_bound, _owned_pieces, _texts_end
+from .turns import _first_eot, _join_back, _only_markup, turn_bounds
 
 _FAST_OK: dict[tuple, bool] = {}
 

@@ -78,7 +78,10 @@ def _message_error(msg, where: str) -> str | None:
     if not isinstance(msg, Mapping):
         return f"{where}: a message must be a dict, got {type_name(msg)}"
     if "role" not in msg:
-        return f"{where}: message has no 'role' (keys: {sorted(map(str, msg))})"
+        rows = next((k for k in ("messages", "conversations", "conversation") if isinstance(msg.get(k), list)), None)
+        hint = (f"; it looks like a dataset row holding a chat under {rows!r}: pass [row[{rows!r}] for row in rows]"
+                if rows else "")
+        return f"{where}: message has no 'role' (keys: {sorted(map(str, msg))}){hint}"
     if type(msg["role"]) is not str:
         return f"{where}: 'role' must be a str, got {type_name(msg['role'])}"
     content = msg.get("content")

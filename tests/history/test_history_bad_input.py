@@ -283,3 +283,12 @@ def test_append_and_extend_take_an_int_dim(dim):
         conv.extend([{"role": "user", "content": "x"}], dim=dim)
     assert conv.to_chats() == _BATCH[1]
     assert conv.extend([{"role": "user", "content": "x"}], dim=np.int64(0), inplace=False).to_chats()[-1]["content"] == "x"
+
+
+def test_dataset_rows_given_as_chats_are_named_with_what_to_pass():
+    # before: "message 0: message has no 'role' (keys: ['messages'])", no word of what was passed
+    rows = [{"messages": [{"role": "user", "content": "hi"}], "id": 1}]
+    with pytest.raises(ValueError, match=r"looks like a dataset row holding a chat under 'messages': "
+                                         r"pass \[row\['messages'\] for row in rows\]"):
+        History.from_chats(rows)
+    assert History.from_chats([r["messages"] for r in rows]).to_chats() == [rows[0]["messages"]]

@@ -21,6 +21,7 @@ encoding where a token would straddle a span boundary.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from array import array
 from typing import Any, Sequence
@@ -269,6 +270,28 @@ def padding_mode(padding: Any) -> str | bool:
     raise ValueError(f"padding must be True, False or one of {sorted(_PADDING)}, got {padding!r}")
 
 
+def _texts_utf8(fn):
+    """``fn(texts, ...)`` with a text UTF-8 cannot store named: the encoders raise a bare
+    ``UnicodeEncodeError`` at the first lone surrogate, somewhere in a joined batch. The texts
+    are looked at only on that error path (no cost otherwise)."""
+    @functools.wraps(fn)
+    def checked(texts, *args, **kwargs):
+        if not isinstance(texts, (str, bytes)):
+            texts = list(texts)  # read twice on the error path
+        try:
+            return fn(texts, *args, **kwargs)
+        except UnicodeEncodeError:
+            from .render import _surrogate
+
+            bad = next(((i, e) for i, e in ((i, _surrogate(t)) for i, t in enumerate(texts)) if e), None)
+            if bad is None:
+                raise
+            raise ValueError(f"texts[{bad[0]}] {bad[1]}; fix the text's encoding (e.g. decode with "
+                             "errors='replace')") from None
+    return checked
+
+
+@_texts_utf8
 def tokenize_chats(
     texts: Sequence[str],
     spans: Sequence[Sequence[tuple[int, int]]] | None,

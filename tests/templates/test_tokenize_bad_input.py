@@ -66,3 +66,15 @@ def test_char_masks_need_one_length_span_list_and_offsets_per_text():
     with pytest.raises(ValueError, match="got 2 lengths, 1 span lists and 1 offsets"):
         char_masks_to_token_masks([5, 3], [[(2, 3)]], off)  # was a bare torch size-mismatch RuntimeError
     assert char_masks_to_token_masks([5], [[(2, 3)]], off)[0].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("masks", [False, True], ids=["ids", "ids and masks"])
+def test_a_lone_surrogate_names_its_text(qwen_tok, masks):
+    # before: a bare UnicodeEncodeError from inside tiktoken's joined batch, naming no text
+    texts = (t for t in ["ok", "fine", "a\ud800b"])  # a generator: read again to name the text
+    spans = [[(0, 1)], [(0, 1)], [(0, 2)]] if masks else None
+    with pytest.raises(ValueError, match=r"texts\[2\] holds a lone surrogate '\\ud800' \(not valid Unicode text\); "
+                                         r"fix the text's encoding"):
+        tokenize_chats(texts, spans, qwen_tok, return_assistant_tokens_mask=masks)
+    ids = tokenize_chats((t for t in ["ok", "fine"]), None, qwen_tok)["input_ids"]  # a generator still works
+    assert [x.tolist() for x in ids] == [qwen_tok.encode(t, add_special_tokens=False) for t in ["ok", "fine"]]

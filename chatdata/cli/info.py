@@ -65,12 +65,17 @@ def dataset_roles(h) -> dict:
         {'user': 1, 'assistant': 1}
     """
     if hasattr(h, "shard"):
-        out: dict = {}
-        for k in range(h.num_shards):
-            for role, n in dataset_roles(h.shard(k)).items():
-                out[role] = out.get(role, 0) + n
-        return out
+        return _summed(dataset_roles(h.shard(k)) for k in range(h.num_shards))
     return _role_counts(h.message_column("role"), int(h.conversation_offsets()[-1]))
+
+
+def _summed(counts) -> dict:
+    """Counts per key over several dicts of counts, keys in the order first seen."""
+    out: dict = {}
+    for c in counts:
+        for key, n in c.items():
+            out[key] = out.get(key, 0) + n
+    return out
 
 
 def _quantiles(x: torch.Tensor) -> dict:
@@ -98,11 +103,7 @@ _SUMMED = ("conversations", "messages", "tool_calls", "messages_with_tool_calls"
 
 def _merge_stats(parts: list) -> dict:
     out = {k: sum(p[k] for p in parts) for k in _SUMMED}
-    roles: dict = {}
-    for p in parts:
-        for r, k in p["roles"].items():
-            roles[r] = roles.get(r, 0) + k
-    out["roles"] = roles
+    out["roles"] = _summed(p["roles"] for p in parts)
     out["_per_conv"] = torch.cat([p["_per_conv"] for p in parts])
     out["_content_bytes"] = torch.cat([p["_content_bytes"] for p in parts])
     out["messages_per_conversation"] = _quantiles(out["_per_conv"])

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .backend import unpadded
+from .backend import rust_backend, unpadded
 
 __all__ = ["TiktokenBPE", "tiktoken_bpe_for", "why_not_tiktoken", "byte_level_chars", "encode_threads", "twin_allowed"]
 
@@ -281,7 +281,7 @@ def _build(tokenizer) -> tuple[TiktokenBPE | None, str]:
         import tiktoken
     except ImportError:
         return None, "tiktoken is not installed (pip install chatdata[fast])"
-    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    backend = rust_backend(tokenizer)
     if backend is None or not hasattr(backend, "get_added_tokens_decoder"):
         return None, "not a fast (Rust) Hugging Face tokenizer"
     if getattr(backend, "encode_special_tokens", False) or getattr(tokenizer, "split_special_tokens", False):
@@ -370,7 +370,7 @@ def _key(tokenizer) -> tuple:
     """What the twin was built from, except the vocabulary itself (its size stands for it): a
     normalizer, pre-tokenizer, post-processor or decoder set on the tokenizer later, or BPE
     dropout switched on, changes the key and the twin is rebuilt (or refused). A few us."""
-    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    backend = rust_backend(tokenizer)
     if backend is None:
         return (None,)
     parts = [getattr(backend, name, None) for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder")]

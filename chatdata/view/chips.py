@@ -26,6 +26,8 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
+from ..templates.backend import rust_backend, unpadded
+
 __all__ = ["TokenChip", "chips_from_rendering", "chips_from_ids", "check_weights", "row_tensor"]
 
 
@@ -41,9 +43,9 @@ class TokenChip(NamedTuple):
 
 
 def _offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
-    backend = getattr(tokenizer, "_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode"):
-        return [tuple(o) for o in backend.encode(text, add_special_tokens=False).offsets]
+    backend = rust_backend(tokenizer)
+    if backend is not None:  # padding / truncation a caller's tok(...) left on it: off, as for every direct encode
+        return [tuple(o) for o in unpadded(backend).encode(text, add_special_tokens=False).offsets]
     if not getattr(tokenizer, "is_fast", False):
         raise TypeError("the token view needs a fast tokenizer (one with character offsets)")
     return [tuple(o) for o in tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]

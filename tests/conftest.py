@@ -2,14 +2,23 @@
 chatdata's is left in it (``chatdata-*`` folders from ``memmap()`` without a prefix, the demo, the
 examples, or ``.NAME.tmp-*`` save folders). pytest's own ``tmp_path`` folders are kept as usual.
 Also: the session's one Ray cluster (``ray_cluster``), and how ``pytest -n 2 --dist loadfile`` (CI)
-hands out the test files (the long ones first, one torch thread per worker)."""
+hands out the test files (the long ones first, one torch thread per worker). Hypothesis examples
+are the same on every run unless ``HYPOTHESIS_PROFILE=explore``."""
 import os
 import shutil
 import tempfile
 
 import pytest
+from hypothesis import settings
 
 _STATE = {}
+
+# Hypothesis draws the same examples on every run by default, so a red CI always reproduces and a
+# green one is not luck. To explore new examples, run with HYPOTHESIS_PROFILE=explore (random seeds,
+# more examples); what it finds goes in a test of its own.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, max_examples=500, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_configure(config):

@@ -1,7 +1,7 @@
 """One Arrow table -> one new shard folder of a sharded dataset (the Ray Data writer's step).
 
 It sits above both :mod:`chatdata.io.shard_tables` (the table <-> shard conversions) and
-:mod:`chatdata.io.sharded` (the dataset's layout and shard names), which it joins; neither of
+:mod:`chatdata.io.shard_manifest` (the dataset's layout and shard names), which it joins; neither of
 those imports the other's writer, so the two stay free of an import circle.
 
 Example:
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .deps import require_pyarrow
 from .shard_tables import ragged_from_arrow
-from .sharded import SHARDS, new_shard_name
+from .shard_manifest import SHARDS, new_shard_name
 
 __all__ = ["write_shard_from_arrow"]
 
@@ -24,7 +24,7 @@ __all__ = ["write_shard_from_arrow"]
 def write_shard_from_arrow(table, out, column: str = "messages", job: str | None = None):
     """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
     a one-row table ``{path, items, kind}`` describing it (the manifest is not touched). ``job``
-    goes into the shard's name (see :func:`~chatdata.io.sharded.new_shard_name`)."""
+    goes into the shard's name (see :func:`~chatdata.io.shard_manifest.new_shard_name`)."""
     pa = require_pyarrow()
     from ..history import History
 

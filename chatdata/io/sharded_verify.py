@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..td import FormatError
 from ..td.storage import Problem, VerifyReport, verify
-from .sharded import MANIFEST, SHARDS, _read_manifest, is_sharded
+from .shard_manifest import MANIFEST, SHARDS, _read_manifest, is_sharded
 
 __all__ = ["verify_dataset"]
 
@@ -95,7 +95,7 @@ def _merge(report: VerifyReport, part: VerifyReport) -> None:
 def _check_items(report: VerifyReport, shard: Path, k: int, expected: int) -> None:
     from ..history import History  # noqa: F401 - registers the class for load_memmap
     from ..td import load_memmap
-    from .sharded import _items
+    from .shard_manifest import _items
 
     n = _items(load_memmap(shard))
     if n != expected:

@@ -95,10 +95,19 @@ def _is_list(t) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t)
 
 
+def is_json_type(t) -> bool:
+    """Whether ``t`` is Arrow's canonical JSON extension type (``arrow.json``: JSON text in a
+    string storage), which HF datasets writes for ``Json()`` features and keeps through ``map``,
+    ``save_to_disk`` and Parquet."""
+    return getattr(t, "extension_name", None) == "arrow.json"
+
+
 def _field_type(f, column: str):
     """The type the message field ``f`` is read as; TypeError for a type chatdata cannot read."""
     pa = require_pyarrow()
     where = f"field {f.name!r} of the messages in column {column!r}"
+    if is_json_type(f.type):  # JSON text, tagged by its type: read as a chatdata.encoding: json field
+        return _as_text(f.type.storage_type) or pa.large_string()
     encoding = (f.metadata or {}).get(ENCODING_KEY)
     if encoding is not None:
         if encoding != b"json":
@@ -163,6 +172,10 @@ def checked_messages(arr, column: str = "messages"):
     pa = require_pyarrow()
     t = arr.type
     fixed = pa.types.is_fixed_size_list(t)
+    if (_is_list(t) or fixed) and pa.types.is_null(t.value_type):  # what pa.table / HF from_list infer when
+        # every row is empty: read as role/content messages (a row holding null messages stays a bad row)
+        t = pa.large_list(pa.struct([pa.field("role", pa.large_string()), pa.field("content", pa.large_string())]))
+        arr, fixed = arr.cast(t), False
     if not (_is_list(t) or fixed) or not pa.types.is_struct(t.value_type):
         raise TypeError(f"column {column!r} has type {t}; expected {_EXPECTED}")
     st = t.value_type
@@ -177,6 +190,8 @@ def checked_messages(arr, column: str = "messages"):
             raise TypeError(f"column {column!r} has type {t}; {SHAREGPT_HINT}")
         raise TypeError(f"column {column!r} has type {t}; its messages have no 'role' field (expected {_EXPECTED})")
     fields = [f.with_type(_field_type(f, column)) for f in st]
+    fields = [f.with_metadata({**(g.metadata or {}), ENCODING_KEY: b"json"}) if is_json_type(g.type) else f
+              for f, g in zip(fields, st)]
     if not fixed and all(a.type == b.type for a, b in zip(fields, st)):
         return arr
     value = pa.struct(fields)

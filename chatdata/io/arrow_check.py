@@ -102,12 +102,31 @@ def is_json_type(t) -> bool:
     return getattr(t, "extension_name", None) == "arrow.json"
 
 
+def _has_json(t) -> bool:
+    """Whether the type ``t`` holds :func:`is_json_type` values anywhere inside it."""
+    pa = require_pyarrow()
+    if is_json_type(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_json(f.type) for f in t)
+    inner = getattr(t, "value_type", None) if not pa.types.is_dictionary(t) else None
+    return inner is not None and _has_json(inner)
+
+
+def _hf_json_refusal(where: str, t, column: str) -> TypeError:
+    return TypeError(f"{where} has type {t}: it holds JSON text of HF datasets' Json() feature, which from_arrow "
+                     f"reads only as a whole message field; HF decodes it: History.from_chats([row[{column!r}] for "
+                     "row in dataset])")
+
+
 def _field_type(f, column: str):
     """The type the message field ``f`` is read as; TypeError for a type chatdata cannot read."""
     pa = require_pyarrow()
     where = f"field {f.name!r} of the messages in column {column!r}"
     if is_json_type(f.type):  # JSON text, tagged by its type: read as a chatdata.encoding: json field
         return _as_text(f.type.storage_type) or pa.large_string()
+    if _has_json(f.type):  # read as is, its values would be their JSON text
+        raise _hf_json_refusal(where, f.type, column)
     encoding = (f.metadata or {}).get(ENCODING_KEY)
     if encoding is not None:
         if encoding != b"json":
@@ -176,6 +195,8 @@ def checked_messages(arr, column: str = "messages"):
         # every row is empty: read as role/content messages (a row holding null messages stays a bad row)
         t = pa.large_list(pa.struct([pa.field("role", pa.large_string()), pa.field("content", pa.large_string())]))
         arr, fixed = arr.cast(t), False
+    if (_is_list(t) or fixed) and is_json_type(t.value_type):  # HF from_list(..., on_mixed_types="use_json")
+        raise _hf_json_refusal(f"column {column!r}", t, column)
     if not (_is_list(t) or fixed) or not pa.types.is_struct(t.value_type):
         raise TypeError(f"column {column!r} has type {t}; expected {_EXPECTED}")
     st = t.value_type

@@ -146,3 +146,23 @@ def test_a_sharded_dataset_cut_anywhere_gives_every_slice_back(tmp_path_factory,
     assert [back[i].to_chats() for i in range(-len(chats), len(chats))] == chats + chats
     got = History.from_arrow(back.to_arrow()).to_chats()
     assert got == chats  # a message's keys come in the table's field order (docs/scale.md)
+
+
+def test_hf_json_inside_a_field_is_refused_with_the_way_to_read_it():
+    # HF's from_list(..., on_mixed_types="use_json") stores tool arguments of mixed types as Json()
+    # inside tool_calls; before, they came back as their JSON text ('{"a": 1}', '"{}"'), silently
+    def call(arguments):
+        return [{"type": "function", "function": {"name": "f", "arguments": arguments}}]
+
+    chats = [[{"role": "assistant", "content": "c", "tool_calls": call({"a": 1})},
+              {"role": "assistant", "content": "d", "tool_calls": call("{}")}]]
+    ds = datasets.Dataset.from_list([{"messages": c} for c in chats], on_mixed_types="use_json")
+    with pytest.raises(TypeError, match=r"field 'tool_calls' .* holds JSON text of HF datasets' Json\(\) feature.*"
+                                        r"History.from_chats\(\[row\['messages'\] for row in dataset\]\)"):
+        History.from_arrow(ds)
+    whole = datasets.Dataset.from_list([{"messages": c} for c in [[{"role": "user", "content": "a"}], [1]]],
+                                       on_mixed_types="use_json")  # each message one JSON text
+    with pytest.raises(TypeError, match=r"column 'messages' has type .*arrow.json.* holds JSON text"):
+        History.from_arrow(whole)
+    assert History.from_chats([row["messages"] for row in ds]).to_chats()[0][0] == chats[0][0]  # the way it names
+    # (HF's own Json() encoding turns the text "{}" into {}: the second message is HF's to keep)

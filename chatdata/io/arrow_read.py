@@ -40,7 +40,7 @@ def _column_of(obj, column: str):
         obj = obj.column(column)
     if isinstance(obj, pa.ChunkedArray):
         obj = obj.chunk(0) if obj.num_chunks == 1 else (
-            obj.combine_chunks() if obj.num_chunks else pa.array([], obj.type))
+            obj.combine_chunks() if obj.num_chunks else pa.nulls(0, obj.type))  # pa.array([]) fails on arrow.json
     if not isinstance(obj, pa.Array):
         raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch, (Chunked)Array or datasets.Dataset, "
                         f"got {type(obj).__name__}")

@@ -166,3 +166,11 @@ def test_hf_json_inside_a_field_is_refused_with_the_way_to_read_it():
         History.from_arrow(whole)
     assert History.from_chats([row["messages"] for row in ds]).to_chats()[0][0] == chats[0][0]  # the way it names
     # (HF's own Json() encoding turns the text "{}" into {}: the second message is HF's to keep)
+
+
+def test_a_column_of_no_chunks_with_an_arrow_json_field_reads_as_no_conversations():
+    # an empty ChunkedArray was rebuilt with pa.array([], type), which pyarrow refuses for extension types
+    msg = pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string()), pa.field("meta", pa.json_())])
+    col = pa.chunked_array([], type=pa.list_(msg))
+    assert History.from_arrow(col).to_chats() == []
+    assert History.from_arrow(pa.Table.from_arrays([col], names=["messages"])).to_chats() == []

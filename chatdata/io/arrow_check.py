@@ -423,5 +423,5 @@ def json_fields(schemas: list, column: str = "messages") -> set:
 
 def _text_fields(schema, column: str) -> dict:
     """``{name: tagged as JSON}`` of the text fields of the messages of ``schema``'s ``column``."""
-    return {f.name: (f.metadata or {}).get(ENCODING_KEY) is not None
-            for f in _message_struct(schema, column) or () if _as_text(f.type) is not None}
+    return {f.name: is_json_type(f.type) or (f.metadata or {}).get(ENCODING_KEY) is not None
+            for f in _message_struct(schema, column) or () if is_json_type(f.type) or _as_text(f.type) is not None}

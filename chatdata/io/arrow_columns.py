@@ -18,14 +18,48 @@ import warnings
 import numpy as np
 import torch
 
-from .deps import require_pyarrow
+from .deps import arrow_json_type, require_pyarrow
 
 __all__ = ["tensor_buffer", "string_array", "stack_from_strings", "tensor_to_array", "array_to_tensor",
            "nontensor_to_arrow", "nontensor_from_arrow", "tensordict_to_arrow", "tensordict_from_arrow",
-           "python_array", "strip_nulls", "JSON_META"]
+           "python_array", "strip_nulls", "JSON_META", "json_field", "empty_table"]
 
 # field metadata marking a large_string field whose values are JSON text (values Arrow cannot type)
 JSON_META = {b"chatdata.encoding": b"json"}
+
+
+def json_field(name: str, texts):
+    """``(field, array)`` for ``texts``, a ``large_string`` array of JSON text that chatdata chose
+    (values Arrow cannot type exactly): the field is tagged :data:`JSON_META`, and where tables may
+    carry it (:func:`~chatdata.io.deps.arrow_json_type`) the array is typed ``arrow.json`` too,
+    which HF datasets keeps (as its ``Json()`` feature) through ``map``, ``save_to_disk`` and
+    Parquet, where it drops field metadata. Its storage is ``string``, HF's own (one of another
+    type HF re-encodes); text of 2 GiB or more in one array keeps ``large_string`` and the tag only.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> f, a = json_field("meta", pa.array(['"x"', "1"], pa.large_string()))
+        >>> f.metadata, a.to_pylist()
+        ({b'chatdata.encoding': b'json'}, ['"x"', '1'])
+    """
+    pa = require_pyarrow()
+    json_type = arrow_json_type()
+    if json_type is not None and texts.nbytes < 2**31 - 1:
+        texts = pa.ExtensionArray.from_storage(json_type, texts.cast(pa.string()))
+    return pa.field(name, texts.type, metadata=JSON_META), texts
+
+
+def empty_table(schema):
+    """A table of no rows of ``schema`` (``schema.empty_table()`` fails on extension types such as
+    ``arrow.json``).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> empty_table(pa.schema([pa.field("x", pa.int64())])).num_rows
+        0
+    """
+    pa = require_pyarrow()
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
 def tensor_buffer(t: torch.Tensor):

@@ -12,7 +12,9 @@ so that ``History.from_arrow(h.to_arrow())`` gives ``h`` back exactly (a message
 ``_null_keys`` is null, e.g. from a table written without the field, follows the default rule). Values Arrow cannot
 type without loss (e.g. tool arguments that are a str in one call and a dict in another, or
 dicts whose keys come in different orders: a struct has one field order) are written as JSON
-text in a ``large_string`` field whose metadata says ``chatdata.encoding: json``. A message key
+text in a field whose metadata says ``chatdata.encoding: json``, typed as Arrow's ``arrow.json``
+where tables may carry it (:func:`~chatdata.io.arrow_columns.json_field`: HF datasets keeps the type
+where it drops the metadata), else ``large_string``. A message key
 holding NUL is refused (ValueError): HF datasets cuts field names there; nested keys holding NUL
 make their value JSON text. A message's extra keys come back in the table's field order (the
 order of the fields of ``messages``), not each message's own order; inside their values every
@@ -44,7 +46,7 @@ import torch
 from ..history.columns import CONTENT_ABSENT, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES
 from ..td import FormatError, NonTensorData, NonTensorStack
 from .arrow_check import NULL_KEYS
-from .arrow_columns import JSON_META, python_array, string_array, tensor_buffer
+from .arrow_columns import JSON_META, json_field, python_array, string_array, tensor_buffer
 from .arrow_fields import DEFAULTS as _DEFAULTS, flag_union, is_default_const as _is_default_const, optional_fields
 from .arrow_read import find_bad_rows, history_from_arrow
 from .deps import require_pyarrow
@@ -133,8 +135,9 @@ def messages_array(h, json: str = "typed", n: int | None = None):
         arr, is_json = python_array(values)
         if pa.types.is_null(arr.type):
             arr = pa.nulls(n, pa.large_string())
+        field, arr = json_field("content", arr) if is_json else (pa.field("content", arr.type), arr)
         arrays.append(arr)
-        fields.append(pa.field("content", arr.type, metadata=JSON_META if is_json else None))
+        fields.append(field)
 
     simple = not any_flags and all(_is_default_const(cols[k], k) for k in _DEFAULTS)
     fast = None if simple or null_keys is not None else optional_fields(cols, flags_np, set_bits, n, json)
@@ -189,11 +192,15 @@ def messages_array(h, json: str = "typed", n: int | None = None):
         for name, vals in (*present.items(), *extra_cols.items()):
             if name == "is_complete":
                 arr, is_json = pa.array(vals, pa.bool_()), False
-            elif json == "text" and name in _DEFAULTS:
+            elif json == "text" and name in _DEFAULTS:  # JSON text asked for: plain text, tagged
                 arr, is_json = python_array(vals, as_text=True)
+                fields.append(pa.field(name, arr.type, metadata=JSON_META))
+                arrays.append(arr)
+                continue
             else:
                 arr, is_json = python_array(vals)
-            fields.append(pa.field(name, arr.type, metadata=JSON_META if is_json else None))
+            field, arr = json_field(name, arr) if is_json else (pa.field(name, arr.type), arr)
+            fields.append(field)
             arrays.append(arr)
     if null_keys is not None:
         fields.append(pa.field(NULL_KEYS, pa.list_(pa.large_string())))

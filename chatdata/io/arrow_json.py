@@ -30,7 +30,7 @@ import functools
 
 import numpy as np
 
-from .arrow_columns import strip_nulls, tensor_buffer
+from .arrow_columns import json_field, strip_nulls, tensor_buffer
 from .deps import require_pyarrow
 
 __all__ = ["packed_json", "json_array", "json_array_of", "json_text_array", "null_rows", "valid_bits",
@@ -312,7 +312,8 @@ def as_json_text(table, column: str, names):
     pa = require_pyarrow()
     from .arrow_check import ENCODING_KEY
 
-    col = table.column(column).combine_chunks()
+    col = table.column(column)
+    col = col.combine_chunks() if col.num_chunks else pa.nulls(0, col.type)  # pa.array([]) fails on arrow.json
     values = col.values
     fields, children = [], []
     for i, f in enumerate(values.type):
@@ -321,9 +322,9 @@ def as_json_text(table, column: str, names):
             # a typed value reads back with strip_nulls (a struct's null field is an absent key)
             items = child.to_pylist() if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) else \
                 strip_nulls(child.to_pylist())
-            child = pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in items],
-                             pa.large_string())
-            f = pa.field(f.name, pa.large_string(), f.nullable, {**(f.metadata or {}), ENCODING_KEY: b"json"})
+            field, child = json_field(f.name, pa.array([None if v is None else json.dumps(v, ensure_ascii=False)
+                                                        for v in items], pa.large_string()))
+            f = field.with_metadata({**(f.metadata or {}), **field.metadata}).with_nullable(f.nullable)
         fields.append(f)
         children.append(child)
     struct = pa.StructArray.from_arrays(children, fields=fields, mask=values.is_null() if values.null_count else None)

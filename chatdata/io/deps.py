@@ -7,10 +7,11 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
-__all__ = ["MissingExtraError", "require_pyarrow", "require_datasets", "require_ray"]
+__all__ = ["MissingExtraError", "require_pyarrow", "require_datasets", "require_ray", "arrow_json_type"]
 
 
 class MissingExtraError(ImportError):
@@ -45,3 +46,27 @@ def require_ray():
     ray = _require("ray", "ray", "Ray Data support")
     _require("ray.data", "ray", "Ray Data support")
     return ray
+
+
+@functools.lru_cache(maxsize=1)
+def arrow_json_type():
+    """Arrow's canonical JSON extension type (``arrow.json`` over ``string``, the type of HF
+    datasets' ``Json()`` feature) when tables may carry it: this pyarrow has it (>= 19) and the
+    installed HF datasets reads it (>= 4.7; an older one refuses a table holding it), or none is
+    installed. None otherwise. Reads the installed version without importing ``datasets``.
+
+    Example:
+        >>> arrow_json_type() is None or arrow_json_type().extension_name == "arrow.json"
+        True
+    """
+    pa = require_pyarrow()
+    if not hasattr(pa, "json_"):
+        return None
+    from importlib import metadata
+
+    try:
+        version = metadata.version("datasets")
+    except metadata.PackageNotFoundError:
+        return pa.json_()
+    parts = [int("".join(c for c in piece if c.isdigit()) or 0) for piece in version.split(".")[:2]]
+    return pa.json_() if tuple(parts) >= (4, 7) else None

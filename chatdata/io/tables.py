@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..td import FormatError
 from .arrow_check import SHAREGPT_HINT, check_one_column, fields_to_join_as_json, key_orders
+from .arrow_columns import empty_table
 from .arrow_json import as_json_text
 from .counts import check_count
 from .deps import require_pyarrow
@@ -371,7 +372,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     # such fields as JSON text in all chunks
     as_json = fields_to_join_as_json(schemas, column, orders)
     if as_json:
-        schemas = [as_json_text(s.empty_table(), column, as_json).schema for s in schemas]
+        schemas = [as_json_text(empty_table(s), column, as_json).schema for s in schemas]
     try:
         schema = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:

@@ -6,6 +6,9 @@
   as empty conversations (a null message in it still names its row);
 * fields of Arrow's canonical JSON type (``arrow.json``, HF's ``Json()`` feature, kept by HF through
   ``map`` and Parquet) read as their JSON values, like a ``chatdata.encoding: json`` field;
+* JSON text chatdata writes (values Arrow cannot type exactly) is typed ``arrow.json`` too, so the
+  chats survive HF's table rewrites (``map``, ``save_to_disk``, ``to_parquet``), where HF drops
+  field metadata, and HF shows their values;
 * a sharded dataset cut at random points gives every slice, item and table back.
 
 The wider value kinds (every Unicode plane, numbers, nested arguments) are drawn by
@@ -22,6 +25,7 @@ from hypothesis import strategies as st
 import chatdata
 from chatdata import History
 from chatdata.io.arrow_history import find_bad_rows
+from chatdata.io.deps import arrow_json_type
 
 datasets.disable_progress_bars()
 
@@ -174,3 +178,31 @@ def test_a_column_of_no_chunks_with_an_arrow_json_field_reads_as_no_conversation
     col = pa.chunked_array([], type=pa.list_(msg))
     assert History.from_arrow(col).to_chats() == []
     assert History.from_arrow(pa.Table.from_arrays([col], names=["messages"])).to_chats() == []
+
+
+MIXED = [[{"role": "user", "content": "a", "meta": 1}, {"role": "user", "content": [{"type": "text", "text": "p"}]}],
+         [{"role": "assistant", "content": None, "meta": {"big": 2**64, "neg": -0.0},
+           "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"b": 1, "a": 2}}}]},
+          {"role": "assistant", "content": "q",
+           "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}]]
+
+
+@pytest.mark.skipif(arrow_json_type() is None, reason="needs pyarrow >= 19 and datasets >= 4.7 (arrow.json)")
+def test_json_text_fields_survive_hf_table_rewrites(tmp_path):
+    # the chatdata.encoding tag is field metadata, which HF drops when it rewrites a table: before,
+    # content came back as '"a"', meta as '1', and tool_calls were refused as a str
+    h = History.from_chats(MIXED)
+    h.memmap(tmp_path / "h")
+    for source in (h, chatdata.load_memmap(tmp_path / "h")):
+        ds = datasets.Dataset(source.to_arrow())
+        assert History.from_arrow(ds).to_chats() == MIXED
+        ds.save_to_disk(str(tmp_path / "saved"))
+        ds.to_parquet(str(tmp_path / "x.parquet"))
+        for rewritten in (ds.map(lambda r: r), ds.map(lambda b: b, batched=True),
+                          datasets.load_from_disk(str(tmp_path / "saved")),
+                          datasets.Dataset.from_parquet(str(tmp_path / "x.parquet"))):
+            assert History.from_arrow(rewritten).to_chats() == MIXED
+        assert History.from_arrow(ds.select([1, 0]).flatten_indices()).to_chats() == MIXED[::-1]
+        first = ds[0]["messages"]  # HF shows the values, not their JSON text (and None for an absent key)
+        assert (first[0]["content"], first[0]["meta"], first[1]["content"]) == ("a", 1, [{"type": "text", "text": "p"}])
+        (tmp_path / "x.parquet").unlink()

@@ -45,14 +45,18 @@ def _load_table(path: str, column: str, as_json=()):
 
 
 def _load_table_and_schema(path: str, column: str):
+    from ..io.arrow_check import key_orders
+
     table = _load_table(path, column)
-    return table, table.schema  # two objects: the driver fetches only the small one
+    # two objects: the driver fetches only the small one (the schema and the key orders its values hold)
+    return table, (table.schema, key_orders(table, column))
 
 
 def read(path, *, column: str = "messages"):
     """A ``ray.data.Dataset`` over a plain or sharded chatdata dataset, one block per shard;
     History rows are ``{column: [message, ...]}``, token rows ``{"input_ids", "assistant_masks"}``.
-    A text field that is JSON in some shards and plain in others is JSON text in every block.
+    A text field that is JSON in some shards and plain in others, and a field whose keys Ray's one
+    schema for all blocks would reorder, is JSON text in every block.
 
     Example:
         >>> chatdata.ray.read("corpus/").count()   # doctest: +SKIP
@@ -78,8 +82,10 @@ def read(path, *, column: str = "messages"):
     # shards are loaded again with the field as JSON text in every block.
     both = [ray.remote(num_returns=2)(_load_table_and_schema).remote(p, column) for p in paths]
     refs = [table for table, _ in both]
-    schemas = ray.get([schema for _, schema in both])
-    names = sorted(fields_to_join_as_json(schemas, column))  # also fields of types one schema cannot hold
+    infos = ray.get([info for _, info in both])
+    # also fields of types one schema cannot hold, and structs whose keys one schema would reorder (tool
+    # arguments {"b", "a"} in one shard, {"a", "b"} in another: Ray's joined block would give both one order)
+    names = sorted(fields_to_join_as_json([s for s, _ in infos], column, [o for _, o in infos]))
     if names:
         refs = [ray.remote(_load_table).remote(p, column, names) for p in paths]
     return ray.data.from_arrow_refs(refs)

@@ -43,8 +43,24 @@ def _column_of(obj, column: str):
             obj.combine_chunks() if obj.num_chunks else pa.nulls(0, obj.type))  # pa.array([]) fails on arrow.json
     if not isinstance(obj, pa.Array):
         raise TypeError(f"from_arrow takes a pyarrow Table, RecordBatch, (Chunked)Array or datasets.Dataset, "
-                        f"got {type(obj).__name__}")
+                        f"got {type(obj).__name__}{_hint(obj)}")
     return obj
+
+
+def _hint(obj) -> str:
+    """What to pass instead of ``obj``, for the objects users hand to from_arrow most often."""
+    if isinstance(obj, (list, tuple)):
+        return " (History.from_chats(chats) reads lists of message dicts)"
+    if isinstance(obj, dict) and not hasattr(obj, "column_names"):
+        return " (pyarrow.table(d) makes a Table of a dict of columns)"
+    kind = type(obj).__name__
+    if kind == "DatasetDict" and hasattr(obj, "keys"):
+        return f" (pass one split, e.g. dataset[{next(iter(obj.keys()), 'train')!r}])"
+    if kind == "IterableDataset":
+        return " (a streaming dataset has no table: History.from_chats([row['messages'] for row in dataset]))"
+    if hasattr(obj, "to_arrow") and callable(obj.to_arrow):  # a polars DataFrame, a ShardedDataset, ...
+        return " (pass obj.to_arrow())"
+    return ""
 
 
 def _row_of(flat_index: np.ndarray, offsets: np.ndarray) -> np.ndarray:

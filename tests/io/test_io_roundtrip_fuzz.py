@@ -206,3 +206,14 @@ def test_json_text_fields_survive_hf_table_rewrites(tmp_path):
         first = ds[0]["messages"]  # HF shows the values, not their JSON text (and None for an absent key)
         assert (first[0]["content"], first[0]["meta"], first[1]["content"]) == ("a", 1, [{"type": "text", "text": "p"}])
         (tmp_path / "x.parquet").unlink()
+
+
+def test_what_users_hand_to_from_arrow_by_mistake_is_named_with_what_to_pass():
+    chats = [[{"role": "user", "content": "a"}]]
+    ds = datasets.Dataset(History.from_chats(chats).to_arrow())
+    for obj, hint in ((datasets.DatasetDict({"train": ds}), r"pass one split, e.g. dataset\['train'\]"),
+                      (ds.to_iterable_dataset(), r"a streaming dataset has no table"),
+                      (chats, r"History.from_chats\(chats\)"), ({"messages": chats}, r"pyarrow.table\(d\)"),
+                      (History.from_chats(chats), r"pass obj.to_arrow\(\)")):
+        with pytest.raises(TypeError, match=r"^from_arrow takes a pyarrow Table, .*got \w+ \(" + hint):
+            History.from_arrow(obj)

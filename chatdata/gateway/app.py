@@ -33,6 +33,7 @@ from .requests import parse_chat_request
 from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
 from .sessions import SessionTable, openai_message
 from .store import SessionStore
+from .token_bytes import TokenBytes
 
 __all__ = ["Gateway", "create_app"]
 
@@ -125,6 +126,7 @@ class Gateway:
         eot_id = self.tokenizer.convert_tokens_to_ids(facts.eot) if facts.eot else None
         unk = getattr(self.tokenizer, "unk_token_id", None)
         self.stop_token_ids = (eot_id,) if isinstance(eot_id, int) and eot_id != unk else ()
+        self.token_bytes = TokenBytes(self.tokenizer)  # the answer's logprobs: each token's own bytes
         self.model_name = model_name or (Path(str(tokenizer)).name if isinstance(tokenizer, (str, Path))
                                          else getattr(self.tokenizer, "name_or_path", "") or "chatdata")
         self.table = SessionTable(self.tokenizer, self.template, self.store.journal_dir, durable, kwargs)
@@ -243,7 +245,7 @@ class Gateway:
         finish = finish_reason(msg, gen.finish_reason)
         lps = None
         if req.logprobs:
-            lps = chat_logprobs([self.tokenizer.decode([i], skip_special_tokens=False) for i in gen.ids], gen.logprobs)
+            lps = chat_logprobs(self.token_bytes(gen.ids), gen.logprobs)
         pieces = {"cid": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()),
                   "model": req.model or self.model_name, "message": sent, "finish": finish,
                   "counts": (len(prompt), len(gen.ids)), "logprobs": lps}

@@ -36,15 +36,17 @@ def _usage(counts: tuple[int, int]) -> dict:
     return {"prompt_tokens": counts[0], "completion_tokens": counts[1], "total_tokens": counts[0] + counts[1]}
 
 
-def chat_logprobs(tokens: list[str], logprobs: list[float]) -> dict:
-    """The ``choices[0].logprobs`` object of a chat completion (sampled tokens only).
+def chat_logprobs(pieces: list[tuple[str, bytes]], logprobs: list[float]) -> dict:
+    """The ``choices[0].logprobs`` object of a chat completion (sampled tokens only): each
+    token's text and its own bytes (:class:`~chatdata.gateway.token_bytes.TokenBytes`; a token
+    holding part of a character has the bytes of that part, so the joined bytes are the text).
 
     Example:
-        >>> chat_logprobs(["Hi"], [-0.25])["content"][0]["logprob"]
-        -0.25
+        >>> chat_logprobs([("Hi", b"Hi")], [-0.25])["content"][0]
+        {'token': 'Hi', 'logprob': -0.25, 'bytes': [72, 105], 'top_logprobs': []}
     """
-    return {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")), "top_logprobs": []}
-                        for t, lp in zip(tokens, logprobs)]}
+    return {"content": [{"token": t, "logprob": lp, "bytes": list(b), "top_logprobs": []}
+                        for (t, b), lp in zip(pieces, logprobs)]}
 
 
 def completion_body(cid: str, created: int, model: str, message: dict, finish: str, counts: tuple[int, int],

@@ -294,6 +294,26 @@ def test_stop_strings_chat_logprobs_and_two_requests_on_one_branch(gateway):
     assert rec[1]["parent"][1] > first[1] and torch.equal(rec[1]["input_ids"], rec[0]["input_ids"])  # same seed
 
 
+def test_logprob_bytes_of_tokens_split_inside_a_character_join_to_the_text(gateway):
+    """'🌍' is three byte-level tokens: each one's 'bytes' were those of U+FFFD (decode of a lone
+    part), so the joined bytes of an answer were not its text."""
+    c = client(gateway)
+    text = "日本語 🌍🌍 ok ✓"
+    msgs = [{"role": "user", "content": "Bytes " + scripted(text + "<|im_end|>")}]
+    for stream in (False, True):
+        r = c.chat.completions.create(model="tiny", messages=msgs, seed=1, logprobs=True, stream=stream,
+                                      extra_headers={"X-Session-Id": f"bytes-{stream}"})
+        if stream:
+            lps = [x for ch in r for choice in ch.choices for x in (choice.logprobs.content if choice.logprobs else ())]
+        else:
+            assert r.choices[0].message.content == text
+            lps = r.choices[0].logprobs.content
+        joined = b"".join(bytes(x.bytes) for x in lps)
+        assert joined.decode("utf-8") == text + "<|im_end|>"
+        assert any(x.token == "\ufffd" for x in lps)  # a lone part's text is still what the tokenizer decodes
+        assert httpx.post(f"{gateway.url}/v1/sessions/bytes-{stream}/close", timeout=60).status_code == 200
+
+
 def test_bad_requests_get_openai_errors_and_lose_nothing(gateway):
     url = gateway.url + "/v1/chat/completions"
     c = client(gateway)

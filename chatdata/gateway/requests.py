@@ -116,12 +116,17 @@ def _number(body: dict, name: str, lo: float, hi: float) -> float | None:
     return float(v)
 
 
+_INT64 = 2**63
+
+
 def _integer(body: dict, name: str, lo: int | None = None) -> int | None:
     v = body.get(name)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
         raise _bad(f"'{name}' must be an integer, got {type(v).__name__} {v!r}", name)
+    if not -_INT64 <= v < _INT64:  # the engines parse int64: a larger seed was their 500, seen here as a 502
+        raise _bad(f"'{name}' must fit in 64 bits (between {-_INT64} and {_INT64 - 1}), got {str(v)[:40]}", name)
     if lo is not None and v < lo:
         raise _bad(f"'{name}' must be >= {lo}, got {v}", name)
     return v

@@ -153,6 +153,10 @@ BAD_REQUESTS = [
     ("response_format json_schema", json.dumps(_chat(response_format={"type": "json_schema", "json_schema": {
         "name": "x", "schema": {"type": "object"}}})).encode(), "'response_format' 'json_schema' is not supported"),
     ("stop ''", json.dumps(_chat(stop="")).encode(), "'stop' must be a non-empty string"),
+    # the engines parse int64: a larger seed was a 500 of vLLM's (seen as a 502 naming nothing sent)
+    ("seed 2**64", json.dumps(_chat(seed=2**64)).encode(), "'seed' must fit in 64 bits"),
+    ("seed -2**63 - 1", json.dumps(_chat(seed=-2**63 - 1)).encode(), "'seed' must fit in 64 bits"),
+    ("max_tokens 10**30", json.dumps({**_chat(), "max_tokens": 10**30}).encode(), "'max_tokens' must fit in 64 bits"),
     ("vLLM's continue_final_message", json.dumps(_chat({"role": "assistant", "content": "Sure,"},
                                                        continue_final_message=True, add_generation_prompt=False)).encode(),
      "'continue_final_message' / 'add_generation_prompt: false' are not supported"),
@@ -183,7 +187,7 @@ def test_the_harmless_forms_of_refused_fields_are_served(scripted, tok, tmp_path
     app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
 
     async def talk(http):
-        r = await http.post("/v1/chat/completions", json=_chat(logprobs=True, top_logprobs=0, stop=["x"],
+        r = await http.post("/v1/chat/completions", json=_chat(logprobs=True, top_logprobs=0, stop=["x"], seed=2**63 - 1,
                                                               response_format={"type": "text"}))
         assert r.status_code == 200, r.text
         assert [t["logprob"] for t in r.json()["choices"][0]["logprobs"]["content"]] == [-0.5] * len(scripted.good_ids)

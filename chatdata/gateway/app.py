@@ -216,7 +216,8 @@ class Gateway:
             sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
                                 temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
                                 stop_token_ids=self.stop_token_ids, seed=req.seed,
-                                presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty)
+                                presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+                                top_k=req.top_k, min_p=req.min_p, repetition_penalty=req.repetition_penalty)
             gen = await self.backend.generate(prompt, sampling)
             msg, record = self.table.complete(plan, gen.ids, gen.logprobs, gen.finish_reason)
             generated = True

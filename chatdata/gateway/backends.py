@@ -9,7 +9,8 @@ a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gat
   (``"stop"`` or ``"length"``); ``prompt_token_ids``, when answered, must be the prompt sent.
   vLLM's default ``max_tokens`` is 16, so it is always sent.
 * **SGLang** ``POST {url}/generate`` with ``input_ids``, ``sampling_params`` (``max_new_tokens``,
-  ``temperature``, ``top_p``, ``stop``, ``stop_token_ids``, ``sampling_seed``) and
+  ``temperature``, ``top_p``, ``top_k``, ``min_p``, penalties, ``stop``, ``stop_token_ids``,
+  ``sampling_seed``) and
   ``return_logprob: true``; read ``output_ids``, ``meta_info.output_token_logprobs`` (one
   ``[logprob, token_id, text]`` per sampled id) and ``meta_info.finish_reason.type``.
 
@@ -52,6 +53,12 @@ class Sampling:
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+
+
+_SAME_NAME = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "top_k", "min_p", "repetition_penalty")
 
 
 @dataclass
@@ -182,7 +189,7 @@ class VLLMBackend(_HTTPBackend):
         p: dict = {"max_tokens": s.max_tokens, "logprobs": 0, "return_token_ids": True}
         if self.model:
             p["model"] = self.model
-        for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"):
+        for key in ("seed", *_SAME_NAME):
             if getattr(s, key) is not None:
                 p[key] = getattr(s, key)
         if s.stop:
@@ -244,7 +251,7 @@ class SGLangBackend(_HTTPBackend):
             {'sampling_params': {'max_new_tokens': 8}, 'return_logprob': True, 'stream': False}
         """
         sp: dict = {"max_new_tokens": s.max_tokens}
-        for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
+        for key in _SAME_NAME:
             if getattr(s, key) is not None:
                 sp[key] = getattr(s, key)
         if s.seed is not None:

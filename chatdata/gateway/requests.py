@@ -33,6 +33,8 @@ __all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_ke
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
+# vLLM's constrained decoding (extra_body): like a JSON response_format, it cannot be honoured
+_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
 _RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "tokenizer", "chat_template",
                        "chat_template_name", "history"})
 
@@ -52,6 +54,9 @@ class ChatRequest:
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
     stream: bool = False
     include_usage: bool = False
     logprobs: bool = False
@@ -132,6 +137,15 @@ def _integer(body: dict, name: str, lo: int | None = None) -> int | None:
     return v
 
 
+def _positive(body: dict, name: str) -> float | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+        raise _bad(f"'{name}' must be a positive number, got {v!r}", name)
+    return float(v)
+
+
 def _flag(body: dict, name: str) -> bool:
     v = body.get(name)
     if v is None:
@@ -190,6 +204,14 @@ def _unsupported(body: dict) -> None:
         raise _bad("'continue_final_message' / 'add_generation_prompt: false' are not supported: each request's answer "
                    "is a new assistant turn (an assistant message last is a whole turn, not a prefix to continue)",
                    "continue_final_message" if body.get("continue_final_message") else "add_generation_prompt")
+    for name in ("functions", "function_call"):  # the deprecated form of tools: nothing would be rendered
+        if body.get(name) is not None:
+            raise _bad(f"'{name}' (the deprecated form of tools) is not supported: send 'tools' and 'tool_choice'", name)
+    if body.get("logit_bias"):
+        raise _bad("'logit_bias' is not supported: the gateway does not pass token biases to the backend", "logit_bias")
+    for name in _GUIDED:
+        if body.get(name) is not None:
+            raise _bad(f"'{name}' is not supported: the gateway does not constrain decoding", name)
     fmt = body.get("response_format")
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if fmt is not None and kind != "text":
@@ -257,6 +279,8 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
         max_tokens=max_tokens, stop=_stop(body), seed=seed,
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
+        top_k=_integer(body, "top_k", -1), min_p=_number(body, "min_p", 0.0, 1.0),
+        repetition_penalty=_positive(body, "repetition_penalty"),
         stream=_flag(body, "stream"), include_usage=bool(opts and opts.get("include_usage")),
         logprobs=_flag(body, "logprobs"), template_kwargs=dict(kwargs or {}), known=known, memo=memo,
     )
@@ -335,6 +359,9 @@ def normalize_message(m: dict, i: int) -> dict:
     content = _text(m.get("content"), where)
     out: dict = {"role": role, "content": content if content is not None else ""}
     if role == "assistant":
+        if m.get("function_call") is not None:  # dropped, the call was lost from the stored chat
+            raise _bad(f"{where}.function_call (the deprecated form of tool_calls) is not supported: send tool_calls",
+                       f"{where}.function_call")
         if m.get("tool_calls") is not None:
             calls = _calls(m["tool_calls"], where)
             if calls:

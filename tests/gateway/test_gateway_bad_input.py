@@ -24,7 +24,7 @@ class Scripted(BaseHTTPRequestHandler):
     (bytes), or a well-formed answer of ``server.reply_ids`` when it is None."""
 
     def do_POST(self):  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.server.last_body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
         time.sleep(getattr(self.server, "delay", 0))
         body, server = self.server.answer, self.server
         if body is None:
@@ -156,6 +156,20 @@ BAD_REQUESTS = [
     # the engines parse int64: a larger seed was a 500 of vLLM's (seen as a 502 naming nothing sent)
     ("seed 2**64", json.dumps(_chat(seed=2**64)).encode(), "'seed' must fit in 64 bits"),
     ("seed -2**63 - 1", json.dumps(_chat(seed=-2**63 - 1)).encode(), "'seed' must fit in 64 bits"),
+    # answered as if honoured before: legacy functions were not rendered (the model saw no tools), an
+    # assistant's function_call was dropped from the stored chat, token biases and vLLM's guided
+    # decoding never reached the backend
+    ("functions", json.dumps(_chat(functions=[{"name": "f", "parameters": {}}])).encode(),
+     "'functions' (the deprecated form of tools) is not supported"),
+    ("function_call", json.dumps(_chat(function_call="auto")).encode(), "'function_call' (the deprecated form"),
+    ("an assistant's function_call", json.dumps(_chat({"role": "assistant", "content": None, "function_call": {
+        "name": "f", "arguments": "{}"}}, {"role": "user", "content": "and?"})).encode(),
+     "messages[1].function_call (the deprecated form of tool_calls) is not supported"),
+    ("logit_bias", json.dumps(_chat(logit_bias={"15": -100})).encode(), "'logit_bias' is not supported"),
+    ("guided_json", json.dumps(_chat(guided_json={"type": "object"})).encode(), "'guided_json' is not supported"),
+    ("top_k -2", json.dumps(_chat(top_k=-2)).encode(), "'top_k' must be >= -1"),
+    ("min_p 1.5", json.dumps(_chat(min_p=1.5)).encode(), "'min_p' must be between 0.0 and 1.0"),
+    ("repetition_penalty 0", json.dumps(_chat(repetition_penalty=0)).encode(), "'repetition_penalty' must be a positive"),
     ("max_tokens 10**30", json.dumps({**_chat(), "max_tokens": 10**30}).encode(), "'max_tokens' must fit in 64 bits"),
     ("vLLM's continue_final_message", json.dumps(_chat({"role": "assistant", "content": "Sure,"},
                                                        continue_final_message=True, add_generation_prompt=False)).encode(),
@@ -191,6 +205,23 @@ def test_the_harmless_forms_of_refused_fields_are_served(scripted, tok, tmp_path
                                                               response_format={"type": "text"}))
         assert r.status_code == 200, r.text
         assert [t["logprob"] for t in r.json()["choices"][0]["logprobs"]["content"]] == [-0.5] * len(scripted.good_ids)
+        r = await http.post("/v1/chat/completions", json=_chat(logit_bias={}, functions=None))
+        assert r.status_code == 200, r.text
+    run(app, talk)
+
+
+@pytest.mark.parametrize("path, where", [("", None), ("/generate", "sampling_params")])
+def test_vllms_sampling_extras_reach_the_backend(scripted, tok, tmp_path, path, where):
+    """top_k, min_p and repetition_penalty (what RL harnesses send vLLM's own server through
+    extra_body) were dropped: the answer was sampled without them, as if they had been honoured."""
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}{path}", tok, tmp_path / "out", durable=False)
+    asked = {"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1}
+
+    async def talk(http):
+        r = await http.post("/v1/chat/completions", json=_chat(**asked))
+        assert r.status_code == 200, r.text
+        sent = scripted.last_body[where] if where else scripted.last_body
+        assert {k: sent.get(k) for k in asked} == asked
     run(app, talk)
 
 

@@ -340,8 +340,8 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
         if s is None:
             raise GatewayError(404, f"no open session {sid!r} (it may be stored already, or never started)",
                                type="not_found_error", param="session_id")
+        shard = await gw.commit([s])  # waits for the session's requests in flight: their branches are stored too
         n = sum(b is not None for b in s.branches)
-        shard = await gw.commit([s])
         return JSONResponse({"id": sid, "object": "session", "closed": True, "branches": n, "shard": shard})
 
     async def on_gateway_error(request, exc: GatewayError):

@@ -225,6 +225,29 @@ def test_vllms_sampling_extras_reach_the_backend(scripted, tok, tmp_path, path, 
     run(app, talk)
 
 
+def test_a_close_during_a_request_answers_the_branches_it_stored(scripted, tok, tmp_path):
+    """The close waits for the request in flight and stores its new branch, but its answer
+    counted the branches before: 'branches': 1 for a session stored with 2."""
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", durable=False)
+    h = {"X-Session-Id": "busy"}
+
+    async def talk(http):
+        assert (await http.post("/v1/chat/completions", json=_chat(), headers=h)).status_code == 200
+        scripted.delay = 0.5
+        try:
+            other = {"messages": [{"role": "user", "content": "another root"}], "max_tokens": 4}
+            slow = asyncio.create_task(http.post("/v1/chat/completions", json=other, headers=h))
+            await asyncio.sleep(0.2)  # the request is waiting for the backend
+            closed = await http.post("/v1/sessions/busy/close")
+            assert (await slow).status_code == 200
+        finally:
+            scripted.delay = 0
+        assert closed.status_code == 200 and closed.json()["branches"] == 2, closed.text
+        assert (await http.post("/v1/sessions/busy/close")).status_code == 404  # twice: stored already
+    run(app, talk)
+    assert sorted(r["branch"] for r in read_sessions(tmp_path / "out")) == [0, 1]
+
+
 def test_hostile_session_ids_stay_names_and_can_be_closed(scripted, tok, tmp_path):
     """Session ids never reach a path (logs are named by a random uid): ids holding '/' or '..'
     are stored under their name and stay in --out. Before, such an id could not be closed (the

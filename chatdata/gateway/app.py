@@ -29,7 +29,7 @@ from typing import Any
 from .backends import Sampling, make_backend
 from .errors import GatewayError
 from .journal import read_journal
-from .requests import parse_chat_request
+from .requests import parse_chat_request, reserved_names
 from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
 from .sessions import SessionTable, openai_message
 from .store import SessionStore
@@ -60,15 +60,23 @@ def _session_header(value: str | None) -> str | None:
     return value
 
 
-def _check_settings(idle_timeout: Any, timeout: Any, default_max_tokens: Any) -> None:
+def _check_settings(idle_timeout: Any, timeout: Any, default_max_tokens: Any, template_kwargs: Any = None) -> None:
     """Refuse settings the gateway would run with silently wrong: an idle timeout of 0 (or less)
     stored every session right after each request, so each turn began a new tree; NaN never
-    stored an idle session; a default max_tokens of 0 made every request without one fail."""
+    stored an idle session; a default max_tokens of 0 made every request without one fail;
+    template variables named like what the gateway passes itself."""
     for name, v in (("idle_timeout", idle_timeout), ("timeout", timeout)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:  # NaN too
             raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
     if isinstance(default_max_tokens, bool) or not isinstance(default_max_tokens, int) or default_max_tokens < 1:
         raise ValueError(f"default_max_tokens must be an integer >= 1, got {default_max_tokens!r}")
+    if template_kwargs is not None and (not isinstance(template_kwargs, dict)
+                                        or not all(isinstance(k, str) for k in template_kwargs)):
+        raise ValueError(f"template_kwargs must be a dict of template variables by name, got {template_kwargs!r:.200}")
+    if reserved_names(template_kwargs):  # every request was a 500 (tools, messages), or rendered without
+        # its generation prompt (add_generation_prompt: False), or the start a TypeError (tokenizer)
+        raise ValueError(f"template_kwargs may not set {reserved_names(template_kwargs)} (only template variables; "
+                         "the gateway sets these itself)")
 
 
 _PROBE = ("Zq9gw-user-0", "Zq9gw-assistant-0", "Zq9gw-user-1")
@@ -114,7 +122,7 @@ class Gateway:
         from ..rollout import template_facts
         from ..templates import resolve_chat_template
 
-        _check_settings(idle_timeout, timeout, default_max_tokens)
+        _check_settings(idle_timeout, timeout, default_max_tokens, template_kwargs)
         self.backend = make_backend(backend, backend_api, backend_model, timeout)  # its URL is checked before any load
         self.store = SessionStore(out, durable)
         self.store.preflight(logs=False)  # a file or a foreign folder is refused here, not in the server's startup

@@ -29,7 +29,7 @@ from ..templates.render import unrenderable
 from .body_prefix import BodyMemo, parse_body
 from .errors import GatewayError
 
-__all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key"]
+__all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key", "reserved_names"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
@@ -37,6 +37,17 @@ _ROLES = ("system", "user", "assistant", "tool")
 _GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
 _RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "tokenizer", "chat_template",
                        "chat_template_name", "history"})
+
+
+def reserved_names(kwargs: dict | None) -> str:
+    """The keys of template variables ``kwargs`` that the gateway sets itself (the messages,
+    tools, template, tokenizer, generation prompt), joined for a message; '' when none.
+
+    Example:
+        >>> reserved_names({"enable_thinking": False, "tools": [], "messages": []})
+        'messages, tools'
+    """
+    return ", ".join(sorted(_RESERVED.intersection(kwargs))) if kwargs else ""
 
 
 @dataclass
@@ -265,9 +276,10 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     kwargs = body.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise _bad(f"'chat_template_kwargs' must be an object, got {kwargs!r}", "chat_template_kwargs")
-    if kwargs and not set(kwargs).isdisjoint(_RESERVED):
-        raise _bad(f"'chat_template_kwargs' may not set {', '.join(sorted(_RESERVED & set(kwargs)))} (only template "
-                   "variables; the gateway sets these itself)", "chat_template_kwargs")
+    taken = reserved_names(kwargs)
+    if taken:
+        raise _bad(f"'chat_template_kwargs' may not set {taken} (only template variables; the gateway sets these "
+                   "itself)", "chat_template_kwargs")
     docs = (kwargs or {}).get("documents")
     if docs is not None and not (isinstance(docs, list) and all(isinstance(d, dict) for d in docs)):
         raise _bad(f"'chat_template_kwargs.documents' must be a list of objects, got {docs!r:.200}",

@@ -94,6 +94,12 @@ def test_a_tokenizer_folder_without_a_vocabulary_is_refused(capsys, tmp_path):
     ({"timeout": "600"}, "timeout must be a positive number"),
     ({"default_max_tokens": 0}, "default_max_tokens must be an integer >= 1"),
     ({"default_max_tokens": 8.5}, "default_max_tokens must be an integer >= 1"),
+    # every request was a 500 (a TypeError of the Conversation), or was rendered without its generation prompt
+    ({"template_kwargs": {"tools": []}}, "template_kwargs may not set tools"),
+    ({"template_kwargs": {"add_generation_prompt": False}}, "template_kwargs may not set add_generation_prompt"),
+    ({"template_kwargs": {"messages": [], "tokenizer": 1}}, "template_kwargs may not set messages, tokenizer"),
+    ({"template_kwargs": "enable_thinking=False"}, "template_kwargs must be a dict of template variables"),
+    ({"template_kwargs": {1: True}}, "template_kwargs must be a dict of template variables"),
 ])
 def test_create_app_refuses_settings_it_would_run_with_silently_wrong(tmp_path, setting, words):
     """(Refused before the tokenizer loads.) idle_timeout=0 stored every session right after each of its requests (every turn a new

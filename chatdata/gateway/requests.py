@@ -35,8 +35,9 @@ _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
 # vLLM's constrained decoding (extra_body): like a JSON response_format, it cannot be honoured
 _GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
+# (``template`` and ``self`` name the renderer's and the conversation's own arguments: a TypeError, a 500)
 _RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "tokenizer", "chat_template",
-                       "chat_template_name", "history"})
+                       "chat_template_name", "history", "template", "self"})
 
 
 def reserved_names(kwargs: dict | None) -> str:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..td.storage import write_all
+from ..td.storage.fsops import fsync_dir
 
 __all__ = ["Journal", "read_journal", "branches_from_journal", "StoredBranch"]
 
@@ -128,14 +129,17 @@ class Journal:
             self._write_locked(line)
 
     def _write_locked(self, line: bytes) -> None:
-        if self._header is not None:  # one write (and one fsync) for the header and the first record
+        new = self._header is not None
+        if new:  # one write (and one fsync) for the header and the first record
             line = (json.dumps(self._header, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8") + line
-            self._header = None
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             write_all(fd, line, self.durable)
         finally:
             os.close(fd)
+        if new and self.durable:  # the file's name too: a power loss could drop a new log, fsynced or not
+            fsync_dir(self.path.parent)
+        self._header = None
 
     def append(self, record: dict) -> None:
         """Write one completed request (returns once it is in the file; fsynced when durable);

@@ -73,12 +73,22 @@ def _stored(out: Path) -> list[tuple[str, dict]]:
     return rows
 
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed right now (stored)
+        return None
+
+
 def _open(out: Path) -> list[tuple[str, dict]]:
+    """The branches of the logs in ``out/journal``, also of a log being stored right now (its
+    rows are dropped by the caller when the stored ones hold them)."""
     rows = []
-    for path in sorted((out / JOURNAL).glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
+    found = [(t, p) for p in (out / JOURNAL).glob("*.jsonl") if (t := _mtime(p)) is not None]
+    for _, path in sorted(found):
         try:
-            head, records, committed = read_journal(path)
-            branches = branches_from_journal(records) if committed is None else []
+            head, records, _ = read_journal(path)
+            branches = branches_from_journal(records)
         except OSError:
             continue  # removed right now (committed)
         except ValueError as err:  # a damaged log (a line being written is skipped, not an error)
@@ -103,7 +113,13 @@ def read_sessions(out, include_open: bool = False) -> list[dict]:
     out = Path(out)
     if not is_gateway_output(out):
         raise ValueError(f"{out} is not a folder written by chatdata serve (no gateway.json in it)")
-    rows = _stored(out) + (_open(out) if include_open else [])
+    # the logs first: a session stored meanwhile is then in the stored rows (its log rows are dropped);
+    # read after them, a log that a commit removed between the two reads was in neither
+    opened = _open(out) if include_open else []
+    rows = _stored(out)
+    if opened:
+        stored_uids = {uid for uid, _ in rows}
+        rows += [row for row in opened if row[0] not in stored_uids]
     first: dict[str, dict[str, int]] = {}  # session id -> uid -> branch offset
     taken: dict[str, int] = {}
     for uid, r in rows:

@@ -212,3 +212,36 @@ def test_a_log_from_a_newer_chatdata_is_refused_clearly(tmp_path):
     j.path.write_text(json.dumps(head) + "\n" + lines[1] + "\n")
     with pytest.raises(ValueError, match=r"session log version 99 is newer than this chatdata reads"):
         read_journal(j.path)
+
+
+def test_open_sessions_read_while_they_are_stored_are_never_missing(tmp_path):
+    """read_sessions(include_open=True) read the stored rows, then the logs: a session whose
+    commit ran between the two reads was in neither (a snapshot of 40 sessions showed 36 to 39),
+    and a log removed while the logs were listed was a FileNotFoundError."""
+    import threading
+
+    out = tmp_path / "out"
+    store = SessionStore(out, durable=False)
+    store.open()
+    logs = [session(store, f"s{k}").path for k in range(40)]
+    counts, errors, done = [], [], threading.Event()
+
+    def reader():
+        try:
+            while not done.is_set() or not counts:
+                counts.append(sorted(r["session_id"] for r in read_sessions(out, include_open=True)))
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for path in logs:
+            store.commit([path])
+    finally:
+        done.set()
+        t.join()
+        store.close()
+    assert not errors, errors
+    assert counts and all(c == sorted(f"s{k}" for k in range(40)) for c in counts), [len(c) for c in counts]
+    assert len(read_sessions(out)) == 40 and len(read_sessions(out, include_open=True)) == 40

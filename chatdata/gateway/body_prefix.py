@@ -9,7 +9,9 @@ starts with exactly those bytes (one ``memcmp``), the prefix parses to exactly t
 (JSON is read left to right, and the prefix ends at the ``}`` of a whole message), so only the
 rest is parsed. Any other body, or anything unusual (another encoding, a byte-order mark, a
 second ``"messages"`` member), is parsed whole with :func:`json.loads`, which also writes its
-error messages. The result is always what ``json.loads(raw)`` returns.
+error messages. The result is always what ``json.loads(raw)`` returns, except that ``NaN``,
+``Infinity`` and ``-Infinity`` (which Python's ``json`` reads and writes, but which are not JSON)
+and numbers too large for a float (``1e999``, read as ``inf``) are refused like malformed JSON: a session holding one could be answered but never stored.
 
 The messages taken from the memo are the previous request's dict objects, shared: nothing in
 the gateway changes a parsed message (normalising builds new dicts).
@@ -27,11 +29,42 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import re
 
-__all__ = ["BodyMemo", "parse_body"]
+__all__ = ["BodyMemo", "parse_body", "not_json_constant", "finite_float"]
 
-_SCAN = json.JSONDecoder().scan_once  # the C scanner json.loads uses: the same values, the same rules
+
+def not_json_constant(name: str):
+    """``parse_constant`` of the gateway's JSON readers: ``NaN`` / ``Infinity`` are refused.
+
+    Example:
+        >>> json.loads('{"x": NaN}', parse_constant=not_json_constant)
+        Traceback (most recent call last):
+        ...
+        ValueError: NaN is not JSON (send a finite number, a string or null)
+    """
+    raise ValueError(f"{name} is not JSON (send a finite number, a string or null)")
+
+
+def finite_float(text: str) -> float:
+    """``parse_float`` of the gateway's JSON readers: a number too large for a float (``1e999``,
+    valid JSON, read as ``inf``) is refused like ``Infinity``.
+
+    Example:
+        >>> json.loads("[2.5, 1e999]", parse_float=finite_float)
+        Traceback (most recent call last):
+        ...
+        ValueError: 1e999 is too large for a float (send a finite number, a string or null)
+    """
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large for a float (send a finite number, a string or null)")
+    return value
+
+
+_STRICT = {"parse_constant": not_json_constant, "parse_float": finite_float}
+_SCAN = json.JSONDecoder(**_STRICT).scan_once  # the C scanner json.loads uses
 _SCANSTRING = json.decoder.scanstring
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_CHARS = " \t\n\r"
@@ -110,7 +143,7 @@ def _byte_len(text: str, end: int, ascii_only: bool) -> int:
 
 def _parse_whole(raw: bytes) -> tuple[dict, BodyMemo | None]:
     if not isinstance(raw, bytes):
-        return json.loads(raw), None
+        return json.loads(raw, **_STRICT), None
     try:
         text = raw.decode("utf-8")
         pos = _ws(text, 0)
@@ -121,7 +154,7 @@ def _parse_whole(raw: bytes) -> tuple[dict, BodyMemo | None]:
         if _ws(text, pos) != len(text):
             raise _Irregular
     except (_Irregular, UnicodeDecodeError):
-        return json.loads(raw), None  # the reference (and its error message)
+        return json.loads(raw, **_STRICT), None  # the reference (and its error message)
     if cut is None:
         return body, None
     return body, BodyMemo(raw[:_byte_len(text, cut, len(text) == len(raw))], head, body["messages"])

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..templates.render import unrenderable
-from .body_prefix import BodyMemo, parse_body
+from .body_prefix import BodyMemo, finite_float, not_json_constant, parse_body
 from .errors import GatewayError
 
 __all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key", "reserved_names"]
@@ -321,9 +321,9 @@ def _text(content: Any, where: str) -> str | None:
 def _arguments(args: Any, where: str) -> Any:
     if isinstance(args, str):
         try:
-            value = json.loads(args)
+            value = json.loads(args, parse_constant=not_json_constant, parse_float=finite_float)
         except ValueError:
-            return args  # not JSON: the template writes the string as it is
+            return args  # not JSON (NaN too, which no save could hold as a number): the template writes the string
         except RecursionError:
             raise _bad(f"{where}.arguments is nested more than {MAX_DEPTH} levels deep", where) from None
         if not isinstance(value, dict):

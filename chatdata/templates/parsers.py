@@ -41,7 +41,7 @@ def _call_json(raw: str) -> Any:
     nested too deeply or holding a lone surrogate (:func:`~chatdata.templates.render.unrenderable`):
     a message holding it could not be rendered back, stored or sent."""
     try:
-        value = json.loads(raw, parse_constant=_not_json)
+        value = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
         problem = unrenderable(value)
     except RecursionError:
         problem = "is nested too deeply"
@@ -56,6 +56,18 @@ def _call_json(raw: str) -> Any:
 
 def _not_json(name: str):
     raise ValueError(f"holds {name}, which is not JSON (write it as a string or null)")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large (``1e999``, read as inf) is refused like
+    ``Infinity``: a message holding inf could be answered, but never saved."""
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise ValueError(f"holds {text[:40]}, too large for a float (write it as a string)")
+    return value
+
+
+_INF = float("inf")
 
 
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})

@@ -94,6 +94,10 @@ def _chat(*extra_messages, **fields) -> dict:
     return {"messages": [{"role": "user", "content": "hi"}, *extra_messages], "max_tokens": 4, **fields}
 
 
+def _chat_bytes(*raw_messages: bytes) -> bytes:
+    return b'{"messages": [{"role": "user", "content": "hi"}, ' + b", ".join(raw_messages) + b'], "max_tokens": 4}'
+
+
 _CALL = {"role": "assistant", "content": None, "tool_calls": [
     {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
 _DEEP = "[" * 900 + "]" * 900
@@ -173,6 +177,12 @@ BAD_REQUESTS = [
     ("top_k -2", json.dumps(_chat(top_k=-2)).encode(), "'top_k' must be >= -1"),
     ("min_p 1.5", json.dumps(_chat(min_p=1.5)).encode(), "'min_p' must be between 0.0 and 1.0"),
     ("repetition_penalty 0", json.dumps(_chat(repetition_penalty=0)).encode(), "'repetition_penalty' must be a positive"),
+    # NaN / Infinity (Python's json writes them) and 1e999 (read as inf): answered, logged, then every
+    # commit of the session (and of the sessions stored with it) failed: never stored
+    ("NaN in tool-call arguments", json.dumps(_with_call(arguments={"a": float("nan")})).encode(), "NaN is not JSON"),
+    ("Infinity in tools", json.dumps(_chat(tools=[{"type": "function", "function": {
+        "name": "f", "parameters": {"maximum": float("inf")}}}])).encode(), "Infinity is not JSON"),
+    ("1e999 in a message", _chat_bytes(b'{"role": "user", "content": "x", "n": 1e999}'), "1e999 is too large for a float"),
     ("max_tokens 10**30", json.dumps({**_chat(), "max_tokens": 10**30}).encode(), "'max_tokens' must fit in 64 bits"),
     ("vLLM's continue_final_message", json.dumps(_chat({"role": "assistant", "content": "Sure,"},
                                                        continue_final_message=True, add_generation_prompt=False)).encode(),
@@ -210,7 +220,13 @@ def test_the_harmless_forms_of_refused_fields_are_served(scripted, tok, tmp_path
         assert [t["logprob"] for t in r.json()["choices"][0]["logprobs"]["content"]] == [-0.5] * len(scripted.good_ids)
         r = await http.post("/v1/chat/completions", json=_chat(logit_bias={}, functions=None))
         assert r.status_code == 200, r.text
+        # arguments as a string that is not JSON (NaN): kept as the string, and the session is stored
+        r = await http.post("/v1/chat/completions", json=_with_call(arguments='{"a": NaN}'), headers={"X-Session-Id": "n"})
+        assert r.status_code == 200, r.text
+        assert (await http.post("/v1/sessions/n/close")).status_code == 200
     run(app, talk)
+    (call,) = [m for r in read_sessions(tmp_path / "out") for m in r["history"].to_chats() if m.get("tool_calls")]
+    assert call["tool_calls"][0]["function"]["arguments"] == '{"a": NaN}'
 
 
 @pytest.mark.parametrize("path, where", [("", None), ("/generate", "sampling_params")])
@@ -362,6 +378,7 @@ def test_a_backend_that_does_not_answer_in_time_is_504(scripted, tok, tmp_path):
     '{"name": "f", "arguments": ' + _DEEP + "}",  # parsed, but rendering it back recursed too deep
     '{"name": "f", "arguments": {"a": "\\ud800"}}',  # a lone surrogate: the log could not be written
     '{"name": "f\\udc00", "arguments": {}}',
+    '{"name": "f", "arguments": {"a": 1e999}}',  # valid JSON read as inf: the session could never be stored
 ])
 def test_a_tool_call_the_model_writes_that_cannot_be_stored_stays_text(scripted, tok, tmp_path, call):
     """The model's text is kept (as content, like any malformed tool call) instead of a 500."""

@@ -22,6 +22,7 @@ def _call(body: str) -> str:
     ('{"name": "", "arguments": {}}', "name must be a non-empty string"),
     ('{"name": "f", "arguments": {}, "reason": "why"}', r"keys a call does not have \('reason'\)"),
     ('{"name": "f", "arguments": {"a": NaN}}', "NaN, which is not JSON"),
+    ('{"name": "f", "arguments": {"a": -1e999}}', "-1e999, too large for a float"),  # was read as -inf
     ('{"name": "f", "arguments": {"a": ' + "9" * 5000 + "}}", "malformed tool-call JSON"),
 ])
 def test_calls_that_would_lose_or_corrupt_data_are_refused(body, match):

@@ -79,6 +79,10 @@ def _has_newline(path: Path) -> bool:
     return False
 
 
+class _Refused(Exception):
+    """A batch of logs that cannot be stored as one shard (see :meth:`SessionStore.commit`)."""
+
+
 class SessionStore:
     """Owns ``OUT`` while a gateway runs: the lock, recovery at start, commits (see the module
     docstring). ``durable=True`` fsyncs logs and shards, so stored data survives a power loss."""
@@ -219,26 +223,52 @@ class SessionStore:
     # -- committing -----------------------------------------------------------------------------
     def commit(self, journals: list[Path]) -> str | None:
         """Store the sessions logged in ``journals`` as one shard (see the module docstring) and
-        remove the logs; returns the shard name (None when they held no completed request)."""
+        remove the logs; returns the shard name (None when they held no completed request).
+        When one of several logs cannot be stored (nothing is written then), each is stored
+        alone, so that it keeps no other out; the logs left are named in a ValueError."""
+        journals = list(journals)
+        if len(journals) < 2:
+            return self._commit(journals, False)
+        try:
+            return self._commit(journals, True)
+        except _Refused:
+            pass
+        name, left = None, []
+        for path in journals:
+            try:
+                name = self._commit([path], False) or name
+            except ValueError as err:
+                left.append(f"{path.name} ({err})")
+        if left:
+            raise ValueError(f"{len(left)} session log(s) could not be stored and stay in {self.journal_dir}: "
+                             + "; ".join(left))
+        return name
+
+    def _commit(self, journals: list[Path], batch: bool) -> str | None:
         rows: list[tuple[dict, StoredBranch]] = []
         used: list[tuple[Path, dict]] = []
-        for path in journals:
-            if not path.exists():
-                continue
-            head, records, _ = read_journal(path)
-            used.append((path, head))
-            rows += [(head, b) for b in branches_from_journal(records)]
-        if not rows:
-            for path, _ in used:
-                path.unlink(missing_ok=True)
-            return None
         name = new_shard_name()
         written = [self.out / sub / SHARDS / name for sub in ("", TOKENS, BRANCHES)]
         try:
-            self._write(rows, written)
-        except BaseException:
-            for folder in written:
-                shutil.rmtree(folder, ignore_errors=True)
+            for path in journals:
+                if not path.exists():
+                    continue
+                head, records, _ = read_journal(path)
+                used.append((path, head))
+                rows += [(head, b) for b in branches_from_journal(records)]
+            if not rows:
+                for path, _ in used:
+                    path.unlink(missing_ok=True)
+                return None
+            try:
+                self._write(rows, written)
+            except BaseException:
+                for folder in written:
+                    shutil.rmtree(folder, ignore_errors=True)
+                raise
+        except ValueError as err:  # a log that cannot be read or stored (History refuses a value): nothing written
+            if batch:
+                raise _Refused from err
             raise
         for path, head in used:
             Journal.reopen(path, head["session_id"], head["uid"], self.durable).mark_committed(name)

@@ -245,3 +245,23 @@ def test_open_sessions_read_while_they_are_stored_are_never_missing(tmp_path):
     assert not errors, errors
     assert counts and all(c == sorted(f"s{k}" for k in range(40)) for c in counts), [len(c) for c in counts]
     assert len(read_sessions(out)) == 40 and len(read_sessions(out, include_open=True)) == 40
+
+
+def test_a_log_that_cannot_be_stored_keeps_no_other_session_out(tmp_path):
+    """Sessions idle at once are stored as one shard: a log History refuses (a NaN in a tool
+    call's arguments, which gateways before the body reader refused NaN did log) failed the whole
+    batch at every try, and the good sessions never reached the datasets."""
+    out = tmp_path / "out"
+    store = SessionStore(out, durable=False)
+    store.open()
+    good = [session(store, f"good-{k}").path for k in range(2)]
+    bad = Journal.create(store.journal_dir, "bad", durable=False)
+    call = {"type": "function", "id": "c1", "function": {"name": "f", "arguments": {"a": float("nan")}}}
+    bad.append({**record(0, [1, 2], [3, 4], "", messages=[{"role": "user", "content": "q"}]),
+                "message": {"role": "assistant", "content": "", "tool_calls": [call]}})
+    with pytest.raises(ValueError, match=rf"1 session log\(s\) could not be stored and stay in .*{bad.path.name}.*nan"):
+        store.commit([good[0], bad.path, good[1]])
+    store.close()
+    assert sorted(r["session_id"] for r in read_sessions(out)) == ["good-0", "good-1"]
+    assert [p.name for p in (out / "journal").iterdir()] == [bad.path.name]  # the bad one stays, for the next start
+    assert main(["verify", str(out)]) == 0

@@ -159,7 +159,11 @@ class Gateway:
                 log.warning("chatdata serve: session log %s cannot be resumed (%s); storing it as it is", path, err)
                 stale.append(path)
         if stale:
-            await asyncio.to_thread(self.store.commit, stale)
+            try:
+                await asyncio.to_thread(self.store.commit, stale)
+            except ValueError as err:  # was a traceback of History's, naming no file
+                raise ValueError(f"session logs that can be neither resumed nor stored: {err}. Move them out of "
+                                 f"{self.store.journal_dir} (or delete them) to start") from None
         await self.backend.start()
         self._idle_task = asyncio.create_task(self._idle_loop())
 
@@ -369,7 +373,11 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        await gw.startup()
+        try:
+            await gw.startup()
+        except BaseException:
+            gw.store.close()  # the folder is free again (a start that failed holds it no longer)
+            raise
         try:
             yield
         finally:

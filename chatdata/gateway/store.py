@@ -228,7 +228,12 @@ class SessionStore:
         alone, so that it keeps no other out; the logs left are named in a ValueError."""
         journals = list(journals)
         if len(journals) < 2:
-            return self._commit(journals, False)
+            try:
+                return self._commit(journals, False)
+            except ValueError as err:
+                if journals[0].name in str(err):
+                    raise
+                raise ValueError(f"{journals[0].name}: {err}") from None
         try:
             return self._commit(journals, True)
         except _Refused:
@@ -236,9 +241,9 @@ class SessionStore:
         name, left = None, []
         for path in journals:
             try:
-                name = self._commit([path], False) or name
+                name = self.commit([path]) or name
             except ValueError as err:
-                left.append(f"{path.name} ({err})")
+                left.append(str(err))
         if left:
             raise ValueError(f"{len(left)} session log(s) could not be stored and stay in {self.journal_dir}: "
                              + "; ".join(left))

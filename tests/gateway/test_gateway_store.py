@@ -265,3 +265,29 @@ def test_a_log_that_cannot_be_stored_keeps_no_other_session_out(tmp_path):
     assert sorted(r["session_id"] for r in read_sessions(out)) == ["good-0", "good-1"]
     assert [p.name for p in (out / "journal").iterdir()] == [bad.path.name]  # the bad one stays, for the next start
     assert main(["verify", str(out)]) == 0
+
+
+def test_a_start_on_a_log_that_can_be_neither_resumed_nor_stored_names_it(tmp_path):
+    """Was a traceback of History's at the server's startup, naming no file."""
+    from chatdata.data import load_sample_tokenizer
+    from chatdata.gateway import create_app
+    import asyncio
+
+    out = tmp_path / "out"
+    store = SessionStore(out, durable=False)
+    store.open()
+    bad = Journal.create(store.journal_dir, "bad", durable=False)  # a prompt no template renders: not resumable
+    call = {"type": "function", "id": "c1", "function": {"name": "f", "arguments": {"a": float("inf")}}}
+    bad.append({**record(0, [1, 2], [3, 4], "", messages=[{"role": "user", "content": "q"}]),
+                "message": {"role": "assistant", "content": "", "tool_calls": [call]}})
+    store.close()
+    app = create_app("http://127.0.0.1:9", load_sample_tokenizer(), out, durable=False)
+
+    async def start():
+        async with app.router.lifespan_context(app):
+            pass
+    with pytest.raises(ValueError, match=rf"neither resumed nor stored: {bad.path.name}: .*inf.* Move them out of "):
+        asyncio.run(start())
+    assert [p.name for p in (out / "journal").iterdir()] == [bad.path.name]
+    bad.path.rename(tmp_path / bad.path.name)  # as the message says: then the same folder starts
+    asyncio.run(start())

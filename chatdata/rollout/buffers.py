@@ -6,6 +6,10 @@ part (every id the policy has seen: prompts and its own generations) and a *pend
 it (the text the template added since the last response, up to the generation prompt), which
 is rewritten when more messages arrive before the next response.
 
+Logprobs: the given values on generated ids; NaN on generated ids whose response came without
+logprobs (there is no value: 0.0 would read as probability 1, and a loss using it would be
+silently wrong, while NaN makes it NaN); 0.0 on every id the policy did not sample (its mask is 0).
+
 Example:
     >>> import torch
     >>> row = TokenRow()
@@ -13,6 +17,9 @@ Example:
     >>> row.commit_response(torch.tensor([7, 8]), torch.tensor([-0.5, -0.25]))
     >>> row.ids().tolist(), row.mask().tolist(), row.logprobs().tolist()
     ([1, 2, 3, 7, 8], [0, 0, 0, 1, 1], [0.0, 0.0, 0.0, -0.5, -0.25])
+    >>> row.set_pending([4]); row.commit_response(torch.tensor([9]), None)
+    >>> row.logprobs()[-2:].tolist()  # a response without logprobs: NaN, never a made-up 0.0
+    [0.0, nan]
 """
 from __future__ import annotations
 
@@ -61,14 +68,15 @@ class TokenRow:
         self.pending = n
 
     def commit_response(self, ids: torch.Tensor, logprobs: torch.Tensor | None) -> None:
-        """Commit the pending ids, then append generated ``ids`` (mask 1) and their logprobs."""
+        """Commit the pending ids, then append generated ``ids`` (mask 1) and their logprobs
+        (NaN for each id when ``logprobs`` is None: no value, see the module docstring)."""
         start, n = self.committed + self.pending, ids.numel()
         self._reserve(start + n)
         ids_np, mask_np, logp_np = self._np
         ids_np[start:start + n] = ids.detach().cpu().numpy()
         mask_np[start:start + n] = 1
         if logprobs is None:
-            logp_np[start:start + n] = 0.0
+            logp_np[start:start + n] = np.nan
         else:
             logp_np[start:start + n] = logprobs.detach().cpu().to(torch.float32).numpy()
         self.committed = start + n

@@ -89,7 +89,8 @@ class Conversation:
 
     def tokens(self) -> dict[str, torch.Tensor]:
         """``input_ids``, ``assistant_masks`` and ``logprobs`` up to the last generated turn
-        (1-D views; the masks are 1 exactly on generated ids, logprobs 0.0 elsewhere)."""
+        (1-D views; the masks are 1 exactly on generated ids; logprobs NaN on the ids of a
+        response given without logprobs, 0.0 where the mask is 0)."""
         t, n = self._ro._rows[0].tokens, self.committed
         return {"input_ids": t.ids()[:n], "assistant_masks": t.mask()[:n], "logprobs": t.logprobs()[:n]}
 
@@ -165,7 +166,8 @@ class Conversation:
         for a, s, e in keep:
             if a > prev:
                 new.add_messages(msgs[prev:a])
-            new.add_response(ids[s:e].clone(), logp[s:e].clone())
+            lp = logp[s:e]  # NaN: the turn came without logprobs, and is replayed without them
+            new.add_response(ids[s:e].clone(), None if bool(lp.isnan().any()) else lp.clone())
             new._ro._rows[0].messages[-1] = msgs[a]  # the same message (ids a server added stay)
             prev = a + 1
         if n_messages > prev:

@@ -183,7 +183,8 @@ class Rollout:
                      rows: Any = None) -> None:
         """Append what the policy generated: one 1-D id tensor (or list) per row of ``rows``
         (all rows by default), EOT included, kept verbatim and masked as assistant tokens, with
-        optional ``logprobs`` of the same lengths. ``extras`` maps a column name to one tensor per
+        optional ``logprobs`` of the same lengths (a row without them, or ``logprobs=None``,
+        gets NaN logprobs on its ids in :meth:`tokens`). ``extras`` maps a column name to one tensor per
         row whose first dim is the response length (``{"routed_experts": [int16 (R, layers, k)]}``);
         see :mod:`chatdata.rollout.extras`. The decoded text is parsed with the template
         family's parser (content, ``tool_calls``, ``reasoning_content``) into a message appended
@@ -310,7 +311,9 @@ class Rollout:
 
     def tokens(self, per_turn: bool = False, compact: bool = True) -> RaggedTensorDict:
         """A ragged TensorDict of batch ``(B, -1)``: ``input_ids`` (every id so far),
-        ``assistant_masks`` (1 exactly on generated ids), ``logprobs`` (0.0 elsewhere) and every
+        ``assistant_masks`` (1 exactly on generated ids), ``logprobs`` (as given on generated ids;
+        NaN on those of a response given without logprobs, so a loss that reads them is NaN rather
+        than silently taking probability 1; 0.0 where the mask is 0) and every
         extra given to ``add_response`` (0 elsewhere). Save it with ``.memmap(path)``;
         ``chatdata.load_memmap`` reads it back and ``chatdata.train.TokenDataset`` trains on it.
 

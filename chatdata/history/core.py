@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..td import NonTensorStack, RaggedTensorDict, TensorClass, TensorDict
+from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorClass, TensorDict
 from ..td.core import is_integer_dtype
 from ..td.tensorclass import register_tensorclass
 from .changes import ChangeMethods, int_index, storage_of
-from .columns import FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
+from .columns import CONTENT_ABSENT, FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
 from .field_checks import check_content_rule, check_message_columns, message_column
 
@@ -234,10 +234,14 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         """A batch of conversations from flat message columns (the inverse of
         :meth:`message_column` / :meth:`conversation_offsets`), without per-message objects.
 
-        ``columns`` maps ``role`` and ``content`` (required) and optionally ``is_complete``,
+        ``columns`` maps ``role`` (required) and optionally ``content``, ``is_complete``,
         ``tool_calls``, ``tool_responses``, ``extra`` and ``_flags`` (int8 key-presence bits,
         see :mod:`chatdata.history.columns`) to a NonTensorStack, a NonTensorData constant or a
         list with one value per message; ``offsets`` (int64, ``n_chats + 1``) bounds each chat.
+        The content rule is :meth:`from_chats`'s: a ``None`` content is kept as ``"content": None``
+        (a message dict with ``"content": None`` gives the same), and without a ``content`` column
+        no message has a ``content`` key (as a message dict without one); either way only an
+        assistant message with ``tool_calls`` or ``reasoning_content`` may lack content.
         Values given as lists or constants are checked as :meth:`from_chats` checks them
         (``ValueError`` naming the column and message); NonTensorStacks (a History's or a loaded
         folder's columns) are taken as they are.
@@ -261,13 +265,19 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
             raise ValueError("offsets must be a 1-D int64 sequence starting at 0")
         n = int(offsets[-1])
         unknown = set(columns) - {*cls._field_names, FLAGS_KEY}
-        if unknown or not {"role", "content"} <= set(columns):
-            raise ValueError(f"from_message_columns takes role, content and optionally "
-                             f"{[*cls._field_names[2:], FLAGS_KEY]}; got {sorted(columns)}")
+        if unknown or "role" not in columns:
+            raise ValueError(f"from_message_columns takes role and optionally "
+                             f"{[*cls._field_names[1:], FLAGS_KEY]}; got {sorted(columns)}")
         entries = {name: message_column(name, value, n) for name, value in columns.items()}
+        given = [k for k, v in columns.items() if not isinstance(v, NonTensorStack)]
+        if "content" not in entries:  # no message has a content key: from_chats's messages without one
+            entries["content"], given = NonTensorData(None, batch_size=(n,)), [*given, "content"]
+            flags = entries.get(FLAGS_KEY)
+            entries[FLAGS_KEY] = torch.full((n,), CONTENT_ABSENT, dtype=torch.int8) if flags is None \
+                else flags | CONTENT_ABSENT
         td = TensorDict._new_unsafe(entries, torch.Size([n]), None)
         normalize_storage(td)
-        check_message_columns(td, [k for k, v in columns.items() if not isinstance(v, NonTensorStack)])
+        check_message_columns(td, given)
         return cls._from_storage(RaggedTensorDict(td, offsets))
 
     def to_chats(self):

@@ -58,3 +58,54 @@ def test_good_columns_as_lists_tuples_tensors_and_a_historys_own_columns():
     cols = {k: src.message_column(k) for k in ("role", "content", "is_complete", "tool_calls", "tool_responses", "extra", "_flags")}
     assert isinstance(cols["role"], NonTensorStack)
     assert History.from_message_columns(cols, src.conversation_offsets()).to_chats() == chats
+
+
+_CALL = [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]
+
+
+@pytest.mark.parametrize("msg", [
+    {"role": "assistant", "content": None, "tool_calls": _CALL},
+    {"role": "assistant", "content": None, "reasoning_content": "r"},
+    {"role": "assistant", "content": "", "tool_calls": _CALL},
+    {"role": "assistant", "content": None, "name": "bob"},
+    {"role": "assistant", "content": None},
+    {"role": "user", "content": None},
+    {"role": "tool", "content": None, "tool_call_id": "1"},
+], ids=["None+calls", "None+reasoning", "empty+calls", "None+extra only", "None alone", "user None", "tool None"])
+def test_content_rule_agrees_with_from_chats(msg):
+    """A message's content, given as a column, follows from_chats's rule: the same messages are
+    accepted (and read back the same) or refused with the same reason."""
+    cols = {"role": [msg["role"]], "content": [msg["content"]]}
+    if "tool_calls" in msg:
+        cols["tool_calls"] = [msg["tool_calls"]]
+    extra = {k: v for k, v in msg.items() if k not in ("role", "content", "tool_calls")}
+    if extra:
+        cols["extra"] = [extra]
+    try:
+        want = History.from_chats([[msg]]).to_chats()
+    except ValueError as err:
+        reason = str(err).split(": ", 1)[1]
+        with pytest.raises(ValueError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+            History.from_message_columns(cols, [0, 1])
+    else:
+        assert History.from_message_columns(cols, [0, 1]).to_chats() == want
+
+
+def test_without_a_content_column_no_message_has_content_as_from_chats_gives():
+    """Tool-call-only data has no content column: it was refused ("takes role, content ..."),
+    while from_chats takes the same messages (no content key). Now both give the same History."""
+    chats = [[{"role": "assistant", "tool_calls": _CALL}, {"role": "assistant", "reasoning_content": "r"}],
+             [{"role": "assistant", "is_complete": False, "tool_calls": _CALL}]]
+    h = History.from_message_columns({"role": ["assistant"] * 3, "tool_calls": [_CALL, None, _CALL],
+                                      "extra": [None, {"reasoning_content": "r"}, None],
+                                      "is_complete": [True, True, False], "_flags": [0, 0, 2]}, [0, 2, 3])
+    assert h.to_chats() == History.from_chats(chats).to_chats() == chats
+    flags = torch.tensor([4], dtype=torch.int8)
+    one = History.from_message_columns({"role": ["assistant"], "tool_calls": [_CALL], "_flags": flags}, [0, 1])
+    assert one.to_chats() == [[{"role": "assistant", "tool_calls": _CALL}]] and flags.tolist() == [4]  # caller's kept
+    with pytest.raises(ValueError, match="message 0: a 'user' message needs 'content'"):
+        History.from_message_columns({"role": ["user"]}, [0, 1])
+    with pytest.raises(ValueError, match="message 1: an 'assistant' message without 'content' must have 'tool_calls'"):
+        History.from_message_columns({"role": ["assistant"] * 2, "tool_calls": [_CALL, None]}, [0, 2])
+    with pytest.raises(ValueError, match=r"takes role and optionally \['content', "):
+        History.from_message_columns({"content": ["a"]}, [0, 1])

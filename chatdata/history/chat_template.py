@@ -57,14 +57,14 @@ def check_tokenizer(tokenizer: Any) -> None:
 
 
 def check_options(tokenize, return_dict, add_generation_prompt, continue_final_message,
-                  return_assistant_tokens_mask, truncation) -> bool:
+                  return_assistant_tokens_mask, truncation) -> None:
     """Refuse option values that would be read as something else (``tokenize="no"`` is truthy,
-    ``truncation="do_not_truncate"`` too); return whether to truncate (transformers' strategy
-    names for one sequence are taken).
+    ``truncation="do_not_truncate"`` too; transformers' strategy names for one sequence are
+    taken), before anything is rendered. Whether to truncate also depends on ``max_length`` and
+    ``padding`` (``truncation=None``): ``tokenize_chats`` decides.
 
     Example:
         >>> check_options(None, None, True, False, False, "do_not_truncate")
-        False
         >>> check_options("no", None, True, False, False, False)
         Traceback (most recent call last):
         ...
@@ -80,7 +80,7 @@ def check_options(tokenize, return_dict, add_generation_prompt, continue_final_m
         raise ValueError("return_assistant_tokens_mask=True needs tokens: pass tokenize=True (or leave tokenize unset)")
     from ..templates.tokenization import truncation_on
 
-    return truncation_on(truncation)
+    truncation_on(truncation)
 
 
 def _ragged(seqs: list[torch.Tensor], empty_dtype: torch.dtype = torch.int64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,8 +124,8 @@ def apply_chat_template(
                              tokenize_chats)
 
     check_tokenizer(tokenizer)
-    truncate = check_options(tokenize, return_dict, add_generation_prompt, continue_final_message,
-                             return_assistant_tokens_mask, truncation)
+    check_options(tokenize, return_dict, add_generation_prompt, continue_final_message,
+                  return_assistant_tokens_mask, truncation)  # truncation is resolved with max_length and padding
     selection = TrainSelection(train_on, last_turn_only, loss_weights)
     if not selection.is_default:
         if tokenize is False:
@@ -161,7 +161,7 @@ def apply_chat_template(
     else:
         texts = render_chats(chats, template, continue_final_message=continue_final_message, **common)
         spans = None
-    out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=truncate,
+    out = tokenize_chats(texts, spans, tokenizer, padding=padding, truncation=truncation,
                          max_length=max_length, return_assistant_tokens_mask=return_assistant_tokens_mask,
                          span_weights=span_weights, template=template)
     if return_dict is None:

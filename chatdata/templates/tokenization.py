@@ -236,16 +236,22 @@ _TRUNCATE = {"longest_first": True, "only_first": True, "do_not_truncate": False
 _PADDING = {"longest": "longest", "max_length": "max_length", "do_not_pad": False}
 
 
-def truncation_on(truncation: Any) -> bool:
+def truncation_on(truncation: Any, max_length: Any = None, padding: Any = False) -> bool:
     """Whether ``truncation`` (what ``tokenizer(...)`` takes: a bool, or a ``TruncationStrategy``
-    or its string) cuts a sequence: ``"do_not_truncate"`` does not. ValueError for another value.
+    or its string) cuts a sequence: ``"do_not_truncate"`` does not. ``None`` is transformers'
+    rule: it cuts when ``max_length`` is given and ``padding`` is off (``tok(text, max_length=8)``
+    truncates), else not. ValueError for another value.
 
     Example:
         >>> truncation_on(True), truncation_on("longest_first"), truncation_on("do_not_truncate")
         (True, True, False)
+        >>> truncation_on(None), truncation_on(None, max_length=8), truncation_on(None, 8, padding="max_length")
+        (False, True, False)
     """
-    if truncation is None or isinstance(truncation, bool):
-        return bool(truncation)
+    if truncation is None:
+        return max_length is not None and not padding_mode(padding)
+    if isinstance(truncation, bool):
+        return truncation
     value = getattr(truncation, "value", truncation)  # transformers' TruncationStrategy is a str enum
     if isinstance(value, str) and value in _TRUNCATE:
         return _TRUNCATE[value]
@@ -309,8 +315,10 @@ def tokenize_chats(
     Returns ``{"input_ids", "attention_mask"[, "assistant_masks"][, "loss_weights"]}``: lists of
     1-D int64 tensors, or 2-D tensors padded on ``tokenizer.padding_side`` with
     ``tokenizer.pad_token_id`` when ``padding`` is ``True``/``"longest"``/``"max_length"``.
-    Truncation (``truncation=True`` with ``max_length``) cuts ids and masks together on
-    ``tokenizer.truncation_side``. Both also take the strategy names ``tokenizer(...)`` takes
+    Truncation (``truncation=True`` with ``max_length``; ``None``, as in ``tokenizer(...)``, when
+    ``max_length`` is given without ``padding``) cuts ids and masks together on
+    ``tokenizer.truncation_side``; ``padding="max_length"`` never cuts: a longer text is a
+    ValueError. Both also take the strategy names ``tokenizer(...)`` takes
     (``"do_not_pad"``, ``"longest_first"``, ``"do_not_truncate"``, ...). ``span_weights`` (one
     float per span, with ``return_assistant_tokens_mask``) adds float32 ``loss_weights`` per token (see
     :mod:`.token_weights`; 0.0 on padding).
@@ -343,9 +351,9 @@ def tokenize_chats(
             check_span_weights(spans, span_weights)
     elif span_weights is not None:
         raise ValueError("span_weights weigh the trained spans: pass return_assistant_tokens_mask=True too")
-    truncation, padding = truncation_on(truncation), padding_mode(padding)
     if max_length is not None and (isinstance(max_length, bool) or not hasattr(max_length, "__index__") or max_length < 0):
         raise ValueError(f"max_length must be an int >= 0 (or None), got {max_length!r}")
+    truncation, padding = truncation_on(truncation, max_length, padding), padding_mode(padding)
     if truncation and max_length is None:
         max_length = getattr(tokenizer, "model_max_length", None)
     side = getattr(tokenizer, "truncation_side", "right")
@@ -403,6 +411,11 @@ def tokenize_chats(
             if max_length is None:
                 raise ValueError("padding='max_length' needs max_length")
             length = max_length
+            longest = max(range(len(ids)), key=lambda i: len(ids[i]), default=None)
+            if longest is not None and len(ids[longest]) > length:  # padding never cuts (transformers' neither)
+                raise ValueError(f"chat {longest} has {len(ids[longest])} tokens, more than max_length={length}: "
+                                 f"padding='max_length' cannot fit it; pass truncation=True to cut it (on "
+                                 f"tokenizer.truncation_side), or a larger max_length")
         else:  # "longest"
             length = max((len(t) for t in ids), default=0)
         pad_id = getattr(tokenizer, "pad_token_id", None)

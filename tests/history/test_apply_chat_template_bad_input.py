@@ -108,3 +108,50 @@ def test_from_text_of_another_format_is_refused_not_read_as_an_empty_chat(text, 
         good = {"llama3": "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"}.get(name, "<|im_start|>user\nhi<|im_end|>")
         History.from_text([good, text], chat_template_name=name)
     assert History.from_text(["", " \n"]).to_chats() == [[], []]  # blank text: no messages
+
+
+def _lengths(out):
+    ids = out["input_ids"]
+    return [int(t.numel()) for t in (ids.unbind() if ids.is_nested else ids)]
+
+
+@pytest.mark.parametrize("masks", [False, True])
+def test_truncation_none_with_max_length_truncates_as_transformers_does(qwen_tok, masks):
+    """transformers' rule: ``truncation=None`` with ``max_length`` and no padding cuts to
+    ``max_length`` (``tokenizer.apply_chat_template(..., truncation=None, max_length=5)`` gives 5
+    ids). Before, None was read as False: the ids came back whole, longer than asked."""
+    h = History.from_chats(CHATS)
+    kw = dict(tokenizer=qwen_tok, tokenize=True, return_dict=True, add_generation_prompt=False,
+              return_assistant_tokens_mask=masks)
+    want = qwen_tok.apply_chat_template(CHATS, tokenize=True, return_dict=True, truncation=None, max_length=5)
+    assert [len(x) for x in want["input_ids"]] == [5, 5]
+    out = h.apply_chat_template(truncation=None, max_length=5, **kw)
+    assert [t.tolist() for t in out["input_ids"].unbind()] == want["input_ids"]
+    if masks:
+        assert _lengths({"input_ids": out["assistant_masks"]}) == [5, 5]
+    # the default stays False (transformers' apply_chat_template default): max_length alone does not cut
+    full = h.apply_chat_template(max_length=5, **kw)
+    assert _lengths(full) == [len(x) for x in qwen_tok.apply_chat_template(CHATS, tokenize=True, max_length=5)["input_ids"]]
+    assert min(_lengths(full)) > 5
+    # None without max_length, or with padding, does not cut (transformers neither)
+    assert _lengths(h.apply_chat_template(truncation=None, **kw)) == _lengths(full)
+    padded = h.apply_chat_template(truncation=None, max_length=5, padding=True, **kw)
+    assert padded["input_ids"].shape == (2, max(_lengths(full)))
+
+
+def test_padding_to_max_length_never_cuts_silently(qwen_tok):
+    """``padding="max_length"`` with a chat longer than ``max_length`` and no truncation silently
+    kept its first ``max_length`` ids (even with left padding and ``truncation_side="left"``);
+    transformers keeps it whole and cannot make a tensor of it. Now: a ValueError naming the chat."""
+    h = History.from_chats(CHATS)
+    for trunc in (False, None, "do_not_truncate"):
+        with pytest.raises(ValueError, match=r"chat 0 has \d+ tokens, more than max_length=5: padding='max_length' "
+                                             r"cannot fit it; pass truncation=True"):
+            h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, padding="max_length", max_length=5,
+                                  truncation=trunc, return_assistant_tokens_mask=True)
+    out = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, padding="max_length", max_length=5,
+                                truncation=True, return_dict=True)
+    assert out["input_ids"].shape == (2, 5)
+    wide = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, padding="max_length", max_length=64,
+                                 return_dict=True)
+    assert wide["input_ids"].shape == (2, 64)

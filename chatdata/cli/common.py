@@ -8,7 +8,7 @@ from pathlib import Path
 from .errors import CLIError
 
 __all__ = ["CLIError", "positive_int", "load_history", "load_tokenizer", "resolve_template", "say", "color_enabled",
-           "plural", "check_output", "dataset_chunks"]
+           "plural", "check_output", "dataset_chunks", "check_not_inside_dataset"]
 
 
 def positive_int(text: str) -> int:
@@ -71,6 +71,11 @@ def check_output(out, overwrite: bool, *, kind: str = "folder", inputs=(), make_
 
     given, out = str(out), Path(out)
     check_apart(out, inputs)
+    from .paths import inside_dataset
+
+    top = inside_dataset(out)
+    if top is not None:  # writing there would break that dataset (replace its storage, or add to it)
+        raise CLIError(f"{out} is inside the dataset {top}; writing there would damage it: choose a path outside it")
     if kind == "file":
         if given.endswith(("/", os.sep)):  # Path() would drop the slash and write a file of that name
             raise CLIError(f"{given} names a folder (it ends with '/'); give a file name")
@@ -122,6 +127,27 @@ def color_enabled(stream=None) -> bool:
     return stream.isatty() and os.environ.get("NO_COLOR") is None and os.environ.get("TERM") != "dumb"
 
 
+def check_not_inside_dataset(path) -> None:
+    """Refuse a path that is part of a dataset (``ds/_storage``, ``ds/meta.json``, a token set's
+    ``_values``), naming the dataset to pass instead (loading it gave its internal class's name).
+
+    Example:
+        >>> from chatdata import History
+        >>> _ = History.from_chats([[{"role": "user", "content": "hi"}]]).memmap("ds/")
+        >>> check_not_inside_dataset("ds/_storage")
+        Traceback (most recent call last):
+        ...
+        chatdata.cli.errors.CLIError: ds/_storage is part of the dataset ds (how it is stored inside), not a dataset; pass ds
+    """
+    from .paths import inside_dataset
+
+    top = inside_dataset(path)
+    if top is not None:
+        if not Path(path).exists():
+            raise CLIError(f"{path}: no such dataset; it would lie inside the dataset {top}: pass {top}")
+        raise CLIError(f"{path} is part of the dataset {top} (how it is stored inside), not a dataset; pass {top}")
+
+
 def load_history(path):
     """The History saved at ``path`` (by ``chatdata import`` or ``History.memmap``), lazily; for
     a sharded folder (``chatdata import --shard-size``) the lazy History over its shards
@@ -131,6 +157,7 @@ def load_history(path):
     from ..td import FormatError
 
     p = Path(path)
+    check_not_inside_dataset(p)
     if not p.exists():
         raise CLIError(f"{path}: no such dataset (run `chatdata import SRC {path}` first)")
     if not p.is_dir():
@@ -147,6 +174,12 @@ def load_history(path):
                            "(sharded History datasets are made by `chatdata import --shard-size`)")
         return ds
     if not (p / "meta.json").exists():  # no dataset at all: say that, and how one is made
+        from .paths import datasets_in
+
+        held = datasets_in(p)
+        if held:  # a folder of outputs (chatdata demo --out): name what it holds
+            raise CLIError(f"{path} is not a dataset but a folder holding datasets ("
+                           f"{', '.join(str(d) for d in held)}); pass one of them")
         raise CLIError(f"{path} is not a chatdata dataset (no meta.json: it holds "
                        f"{'nothing' if not any(p.iterdir()) else 'other files'}); make one with "
                        f"`chatdata import SRC {path}`")

@@ -27,7 +27,8 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", metavar="DIR", help="where to write the files, kept afterwards (default: a temporary "
                    "folder, removed when the demo ends)")
-    p.add_argument("--overwrite", action="store_true", help="replace the demo's files in an existing --out DIR")
+    p.add_argument("--overwrite", action="store_true", help="replace the demo's files (chats/, tokens/, lengths.png) "
+                   "in an existing --out DIR; a folder holding anything else is refused")
     p.add_argument("--index", type=int, default=None, help="conversation to show (default: one with a tool call)")
     p.set_defaults(func=run)
     return p
@@ -43,14 +44,46 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
+DEMO_FILES = ("chats", "tokens", "lengths.png")  # what the demo writes in --out DIR, and all it replaces
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """``--out DIR`` is a folder of the demo's own files: new, empty, or (with ``--overwrite``)
+    holding only what an earlier demo wrote. A dataset or anyone's other files are refused, with
+    or without ``--overwrite``: the demo would write its folders into them."""
+    from .common import check_output
+    from .paths import inside_dataset
+
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} is a file; give a folder for the demo's files")
+    top = inside_dataset(out)
+    if top is not None:
+        raise CLIError(f"--out {out} is inside the dataset {top}; give a new or empty folder for the demo's files")
+    if not out.is_dir():
+        check_output(out, False)  # a folder to make: its parent must be writable
+        return
+    names = sorted(p.name for p in out.iterdir())
+    other = [n for n in names if n not in DEMO_FILES]
+    if other:
+        what = "a chatdata dataset" if "meta.json" in other or "manifest.json" in other else \
+            f"other files ({', '.join(other[:3])}{', ...' if len(other) > 3 else ''})"
+        raise CLIError(f"--out {out} holds {what}; the demo writes {', '.join(DEMO_FILES)} into its --out folder and "
+                       f"replaces only those: give a new or empty folder")
+    if names and not overwrite:
+        raise CLIError(f"--out {out} holds an earlier demo's files; pass --overwrite to replace them")
+
+
 def run(args) -> int:
     t0 = time.perf_counter()
+    if args.index is not None:  # checked before any file is written: a bad one changes nothing
+        from ..data import load_sample_chats
+
+        n = len(load_sample_chats())
+        if not -n <= args.index < n:
+            raise CLIError(f"--index {args.index} is out of range (0..{n - 1})")
     if args.out:
         out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise CLIError(f"--out {out} is a file")
-        if out.is_dir() and any(out.iterdir()) and not args.overwrite:
-            raise CLIError(f"--out {out} is not empty; pass --overwrite to replace the demo's files in it")
+        _check_out(out, args.overwrite)
         out.mkdir(parents=True, exist_ok=True)
         return _tour(args, out, t0, keep=True)
     with tempfile.TemporaryDirectory(prefix="chatdata-demo-") as tmp:
@@ -102,9 +135,6 @@ def _tour(args, out: Path, t0: float, keep: bool) -> int:
         chats = h.to_chats()
         with_tools = [i for i, c in enumerate(chats) if any(m.get("tool_calls") for m in c)]
         index = min(with_tools or [0], key=lambda i: len(str(chats[i])))
-    n = h.batch_size[0]
-    if not -n <= index < n:
-        raise CLIError(f"--index {index} is out of range (0..{n - 1})")
     _step(4, "show one conversation as the model sees it; trained tokens highlighted",
           f"chatdata show {chats_dir} {index} --tools {tools_path}")
     text, ids, mask, offsets = render_one(h[index].to_chats(), tok, template, tools)

@@ -53,7 +53,9 @@ def open_token_set(path, *, allow_empty: bool = False) -> list:
     from ..io.sharded import is_sharded, open_dataset
     from ..td import FormatError
     from ..train import ConcatTokenDataset, TokenDataset
+    from .common import check_not_inside_dataset
 
+    check_not_inside_dataset(path)
     try:
         if is_sharded(path):
             ds = open_dataset(path)

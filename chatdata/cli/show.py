@@ -117,11 +117,10 @@ def _token_set_section(args, tok):
     return sec, f"{args.ds}: a token set" + (" with loss weights" if "loss_weights" in row else "")
 
 
-def _history_section(args, tok, selection):
+def _history_section(args, h, tok, selection):
     from ..templates import TemplateError
     from ..view import chat_section
 
-    h = load_history(args.ds)
     n = len(h)
     if not -n <= args.index < n:
         raise CLIError(f"index {args.index} is out of range: {args.ds} holds {n} conversations")
@@ -151,8 +150,9 @@ def run(args) -> int:
     if args.html:
         check_output(args.html, args.overwrite, kind="file", make_parents=False,
                      inputs=[args.ds, args.tokenizer, args.template, args.tools])
+    h = None if tokens else load_history(args.ds)  # a wrong path is said before the tokenizer loads (seconds)
     tok = load_tokenizer(args.tokenizer)
-    sec, subtitle = _token_set_section(args, tok) if tokens else _history_section(args, tok, selection)
+    sec, subtitle = _token_set_section(args, tok) if tokens else _history_section(args, h, tok, selection)
     if args.html:
         from ..view import write_html
 

@@ -178,7 +178,7 @@ def load_history(path):
 
         held = datasets_in(p)
         if held:  # a folder of outputs (chatdata demo --out): name what it holds
-            raise CLIError(f"{path} is not a dataset but a folder holding datasets ("
+            raise CLIError(f"{path} is not a chatdata dataset but a folder holding datasets ("
                            f"{', '.join(str(d) for d in held)}); pass one of them")
         raise CLIError(f"{path} is not a chatdata dataset (no meta.json: it holds "
                        f"{'nothing' if not any(p.iterdir()) else 'other files'}); make one with "

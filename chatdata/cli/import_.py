@@ -322,13 +322,14 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         flushed_at = 0
         for item, lineno, rec in _records(src, bar, fmt):
             where = item or f"line {lineno}"
-            if isinstance(rec, ValueError):
-                bad(where, rec, lineno)
-                continue
             try:
+                if isinstance(rec, ValueError):
+                    raise rec
                 msgs = rec["messages"] if fmt in ("auto", "openai") and type(rec) is dict \
                     and type(rec.get("messages")) is list else to_messages(rec, fmt)
             except ValueError as err:
+                if strict and convs:  # the lines read before are checked first: --strict names the first bad one
+                    flush(writer, convs, wheres, tools_of)
                 bad(where, err, lineno)
                 continue
             convs.append(msgs)

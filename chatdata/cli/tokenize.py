@@ -70,7 +70,7 @@ def add_parser(sub):
     p.add_argument("--shard-size", type=positive_int, metavar="N",
                    help="with --ray: conversations per output shard (default 100000)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary")
-    add_selection_flags(p)
+    add_selection_flags(p, writes=True)
     p.set_defaults(func=run)
     return p
 

@@ -8,13 +8,17 @@ from .common import CLIError
 __all__ = ["add_selection_flags", "selection_from_args", "check_roles_named"]
 
 
-def add_selection_flags(parser) -> None:
+def add_selection_flags(parser, writes: bool = False) -> None:
+    """The flags, on ``parser``; ``writes``: the command writes a token set (``tokenize``), so the
+    weights become a column and roles no message has are refused; else they are shown."""
+    weights = "writes a float loss_weights column" if writes else "shown as each trained token's weight"
     g = parser.add_argument_group("what is trained (default: every assistant turn, weight 1)")
     g.add_argument("--train-on", metavar="ROLES", default="assistant",
                    help="comma-separated roles whose turns are trained, e.g. assistant,tool (default: assistant); "
-                        "their content as the template renders it and the end of their turn, never a role header; "
-                        "tokenize refuses a misspelt role (one no message has, spelt almost like one it has) and a list "
-                        "of roles no message has")
+                        "their content as the template renders it and the end of their turn, never a role header"
+                        + ("; a misspelt role (one no message has, spelt almost like one it has) and a list of roles "
+                           "no message has are refused" if writes else
+                           "; a misspelt role (spelt almost like one the chat has) is refused"))
     g.add_argument("--last-turn-only", action="store_true",
                    help="train only the last trained turn of each conversation")
     g.add_argument("--final-answer-only", action="store_true",
@@ -22,10 +26,9 @@ def add_selection_flags(parser) -> None:
                         "tool calls")
     g.add_argument("--loss-weight", action="append", default=[], metavar="ROLE=W",
                    help="loss weight of a role's tokens (repeatable), e.g. --loss-weight tool=0.2; a role given "
-                        "here is trained; writes a float loss_weights column; a message's own \"weight\" key wins")
+                        f"here is trained; {weights}; a message's own \"weight\" key wins")
     g.add_argument("--message-weights", action="store_true",
-                   help="use each message's own \"weight\" key (a number >= 0) as its loss weight; writes a "
-                        "float loss_weights column")
+                   help=f"use each message's own \"weight\" key (a number >= 0) as its loss weight; {weights}")
 
 
 def _role_weights(items) -> dict:

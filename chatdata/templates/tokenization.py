@@ -232,6 +232,7 @@ def _pad(seqs: list[torch.Tensor], length: int, value: int, side: str) -> torch.
     return out
 
 
+_NO_LIMIT = 10**20  # a model_max_length above it is transformers' placeholder for "not set" (its LARGE_INTEGER)
 _TRUNCATE = {"longest_first": True, "only_first": True, "do_not_truncate": False}
 _PADDING = {"longest": "longest", "max_length": "max_length", "do_not_pad": False}
 
@@ -356,6 +357,8 @@ def tokenize_chats(
     truncation, padding = truncation_on(truncation, max_length, padding), padding_mode(padding)
     if truncation and max_length is None:
         max_length = getattr(tokenizer, "model_max_length", None)
+        if not isinstance(max_length, int) or max_length > _NO_LIMIT:  # transformers' "no limit" (1e30): no cut
+            max_length = None
     side = getattr(tokenizer, "truncation_side", "right")
     if getattr(tokenizer, "is_fast", False):
         if span_weights is None:  # the splice engine (or the full encode where it cannot splice)
@@ -409,7 +412,7 @@ def tokenize_chats(
     if padding:
         if padding == "max_length":
             if max_length is None:
-                raise ValueError("padding='max_length' needs max_length")
+                raise ValueError("padding='max_length' needs max_length=N (the length to pad to)")
             length = max_length
             longest = max(range(len(ids)), key=lambda i: len(ids[i]), default=None)
             if longest is not None and len(ids[longest]) > length:  # padding never cuts (transformers' neither)

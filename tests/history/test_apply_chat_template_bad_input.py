@@ -155,3 +155,17 @@ def test_padding_to_max_length_never_cuts_silently(qwen_tok):
     wide = h.apply_chat_template(tokenizer=qwen_tok, tokenize=True, padding="max_length", max_length=64,
                                  return_dict=True)
     assert wide["input_ids"].shape == (2, 64)
+
+
+def test_a_tokenizer_without_a_length_limit_truncates_nothing_and_pads_nowhere(mistral_tok):
+    """Mistral-Nemo's model_max_length is transformers' "not set" placeholder (1e30).
+    ``truncation=True`` without max_length took it as the limit, so ``padding="max_length"``
+    then failed inside torch ("Overflow when unpacking long long"); now it means no limit, and
+    padding to max_length asks for max_length."""
+    assert mistral_tok.model_max_length > 10**20
+    h = History.from_chats(CHATS[:1])
+    out = h.apply_chat_template(tokenizer=mistral_tok, tokenize=True, truncation=True, return_dict=True)
+    full = h.apply_chat_template(tokenizer=mistral_tok, tokenize=True, return_dict=True)
+    assert out["input_ids"].tolist() == full["input_ids"].tolist()
+    with pytest.raises(ValueError, match=r"padding='max_length' needs max_length=N"):
+        h.apply_chat_template(tokenizer=mistral_tok, tokenize=True, truncation=True, padding="max_length")

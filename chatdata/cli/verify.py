@@ -55,6 +55,9 @@ def run(args) -> int:
     from ..io.sharded_verify import verify_dataset
     from .errors import CLIError
 
+    from .common import check_not_inside_dataset
+
+    check_not_inside_dataset(args.path)  # a part alone would say "ok" while the rest goes unchecked
     if not os.path.exists(args.path):  # nothing to check: a mistyped path, not a bad dataset
         raise CLIError(f"{args.path}: no such folder (give the folder a dataset was saved to)")
     if not os.path.isdir(args.path):

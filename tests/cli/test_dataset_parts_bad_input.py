@@ -40,7 +40,7 @@ def sets(tmp_path_factory):
 
 
 @pytest.mark.parametrize("cmd", [("show", "{p}", "0"), ("info", "{p}"), ("export", "{p}", "{root}/out.jsonl"),
-                                 ("tokenize", "{p}", "{root}/t2")], ids=lambda c: c[0])
+                                 ("tokenize", "{p}", "{root}/t2"), ("verify", "{p}")], ids=lambda c: c[0])
 @pytest.mark.parametrize("part, owner", [("ds/_storage", "ds"), ("ds/_storage/_values", "ds"), ("ds/meta.json", "ds"),
                                          ("ds/_storage/_offsets.memmap", "ds"), ("tokens/_values", "tokens")])
 def test_a_part_of_a_dataset_names_the_dataset_to_pass(sets, cmd, part, owner):

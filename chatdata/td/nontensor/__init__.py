@@ -22,7 +22,8 @@ Example:
 """
 from .batched import (Batched, BatchSizeError, as_batch_size, dummy, from_numpy_index, indexed_batch_size,
                       normalize_index)
-from .leaves import NonTensorData, NonTensorStack, is_non_tensor
+from .data import NonTensorData
+from .stack import NonTensorStack, is_non_tensor
 from .linkedlist import LinkedList
 from .pool import Pool, pack_strings, to_json, to_json_texts
 from .switches import (capture_non_tensor_stack, lazy_legacy, list_to_stack, set_capture_non_tensor_stack,

@@ -1,7 +1,7 @@
 """Column-level methods of ``NonTensorStack``: sizes, packed (bytes + offsets) views, value
 counts, ``contiguous``. A mixin: the stack's pool (``_pool``), its index
 (``_index_t``, ``_index_view``, ``_rng``, ``_ids()``) and ``_from_parts`` come from
-:class:`~chatdata.td.nontensor.leaves.NonTensorStack`.
+:class:`~chatdata.td.nontensor.stack.NonTensorStack`.
 
 Example:
     >>> from chatdata.td import NonTensorStack

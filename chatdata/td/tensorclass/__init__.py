@@ -1,9 +1,10 @@
 """The tensorclass room of td/: ``@tensorclass`` and ``TensorClass``.
 
 A tensorclass is a dataclass-like class whose fields live in a TensorDict. The room holds the
-class (:mod:`.base`), the decorator (:mod:`.decorator`), its options (``autocast``,
-``nocast``, ``shadow``, ``frozen``, ``tensor_only``: :mod:`.options`), how field annotations are
-read (:mod:`.field_types`), ``state_dict`` / ``load_state_dict`` (:mod:`.state`), torch
+class (:mod:`.base`), how its annotations become fields (:mod:`.fields`), the TensorDict
+operations it runs on its fields (:mod:`.forwarded`), the decorator (:mod:`.decorator`), its
+options (``autocast``, ``nocast``, ``shadow``, ``frozen``, ``tensor_only``: :mod:`.options`),
+how field annotations are read (:mod:`.field_types`), ``state_dict`` / ``load_state_dict`` (:mod:`.state`), torch
 functions on tensorclasses (:mod:`.torch_functions`), more methods (:mod:`.methods`), the
 registry of class names that loading resolves (:mod:`.registry`), dataclass conversion
 (:mod:`.dataclass_convert`) and printing (:mod:`.repr`).

@@ -17,14 +17,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import typing
 
 import torch
 
 from ..core import GENERIC_NESTED_ERR, TensorDict, is_valid_key
 from ..nontensor import Batched, NonTensorData, NonTensorStack, list_to_stack
 from . import options as _options
-from .field_types import field_hints, is_non_tensor_hint
+from .fields import _is_tensor_annotation, _setup_fields, _unwrap
+from .forwarded import ForwardedMethods
 from .options import cast_value, check_tensor_only, options_base, set_options
 from .registry import _REGISTRY, registered_tensorclass
 from .repr import tensorclass_repr
@@ -33,105 +33,14 @@ __all__ = ["TensorClass", "is_tensorclass", "register_tensorclass", "registered_
 
 _MISSING = dataclasses.MISSING
 
+
 def is_tensorclass(obj) -> bool:
     """``True`` for tensorclass instances and classes."""
     cls = obj if isinstance(obj, type) else type(obj)
     return issubclass(cls, TensorClass)
 
 
-def _is_tensor_annotation(ann) -> bool:
-    if ann is torch.Tensor:
-        return True
-    if isinstance(ann, str):
-        return ann.replace(" ", "") in ("torch.Tensor", "Tensor", "torch.Tensor|None", "Tensor|None")
-    origin = typing.get_origin(ann)
-    if origin is typing.Union:
-        return any(a is torch.Tensor for a in typing.get_args(ann))
-    return False
-
-
-def _unwrap(value):
-    if isinstance(value, NonTensorData):
-        return value.data
-    if isinstance(value, NonTensorStack):
-        return value.tolist()
-    if getattr(value, "_is_non_tensor", False) and hasattr(value, "tolist"):
-        return value.tolist()  # a ragged stack of strings: nested lists
-    return value
-
-
-def _field_property(name: str, raw: bool = False):
-    def getter(self):
-        storage = self._storage
-        if isinstance(storage, TensorDict):
-            value = storage._tensordict.get(name)
-            if value is None and name in self.__dict__.get("_deleted", ()):
-                raise AttributeError(name)
-            return value if raw else _unwrap(value)
-        try:  # a ragged storage: strings come back as nested lists
-            return _unwrap(storage.get(name))
-        except KeyError:
-            return None
-
-    def setter(self, value):
-        self.set(name, value)
-
-    return property(getter, setter)
-
-
-def _setup_fields(cls) -> None:
-    names, annotations, defaults = [], {}, {}
-    for base in reversed(cls.__mro__):
-        if base in (TensorClass, Batched, object):
-            continue
-        ann = base.__dict__.get("__annotations__", {})
-        for n, t in ann.items():
-            if n.startswith("__") or (n.startswith("_") and hasattr(TensorClass, n)) or typing.get_origin(t) is typing.ClassVar or (
-                    isinstance(t, str) and t.startswith(("ClassVar", "typing.ClassVar"))):
-                continue
-            if n not in annotations:
-                names.append(n)
-            annotations[n] = t
-            if n in base.__dict__ and not isinstance(base.__dict__[n], property):
-                defaults[n] = base.__dict__[n]
-    reserved = {"batch_size", "device", "names", "shape"} | (set(dir(TensorDict)) - {"data", "_is_non_tensor"})
-    bad = reserved.intersection(names)
-    if bad and not cls.__dict__.get("_shadow", getattr(cls, "_shadow", False)):
-        raise AttributeError(
-            f"Attribute name {sorted(bad)[0]} can't be used with @tensorclass or TensorClass: fields "
-            f"{sorted(bad)} shadow TensorDict attributes; declare it with @tensorclass(shadow=True) to allow that"
-        )
-    cls._field_names = tuple(names)
-    cls.__expected_keys__ = set(names)
-    cls._field_types = annotations
-    cls._field_defaults = defaults
-    hints = field_hints(cls)  # a field annotated NonTensorData reads as the wrapper, not its value
-    for n in names:
-        setattr(cls, n, _field_property(n, raw=is_non_tensor_hint(hints.get(n))))
-    try:
-        cls._dataclass = dataclasses.make_dataclass(
-            cls.__name__,
-            [(n, annotations[n], dataclasses.field(default=defaults[n])) if n in defaults else (n, annotations[n]) for n in names],
-        )
-    except (TypeError, ValueError):  # e.g. a field without default after one with a default
-        cls._dataclass = None
-    if cls._dataclass is not None:  # dataclasses.is_dataclass / fields() work on the class
-        cls.__dataclass_fields__ = cls._dataclass.__dataclass_fields__
-    import inspect
-
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                default=defaults.get(n, inspect.Parameter.empty)) for n in names]
-    seen_default = False
-    for i, prm in enumerate(params):  # a signature needs defaults last: keyword-only from there on
-        seen_default = seen_default or prm.default is not inspect.Parameter.empty
-        if seen_default:
-            params[i] = prm.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
-               for n in ("batch_size", "device", "names") if n not in names]
-    cls.__signature__ = inspect.Signature(params)
-
-
-class TensorClass(Batched):
+class TensorClass(ForwardedMethods, Batched):
     """Base class of tensorclasses: subclass it with annotated fields, or use ``@tensorclass``.
 
     Example:
@@ -152,7 +61,7 @@ class TensorClass(Batched):
     def __init_subclass__(cls, autocast=None, nocast=None, shadow=None, frozen=None, tensor_only=None, **kwargs):
         super().__init_subclass__(**kwargs)
         set_options(cls, autocast=autocast, nocast=nocast, shadow=shadow, frozen=frozen, tensor_only=tensor_only)
-        _setup_fields(cls)
+        _setup_fields(cls, TensorClass)
         check_tensor_only(cls)
         _REGISTRY[f"{cls.__module__}.{cls.__qualname__}"] = cls
 
@@ -263,38 +172,6 @@ class TensorClass(Batched):
     def _tensordict(self):
         """The TensorDict holding the fields (tensordict's name for it)."""
         return self._storage
-
-    def __getattr__(self, name):
-        # TensorDict methods the class does not define (select, exclude, gather, to_dict, ...):
-        # run on the storage; a TensorDict result with our fields comes back as this class
-        if name.startswith("__") or name in ("_storage", "_field_names"):
-            raise AttributeError(name)
-        if name in self.__dict__.get("_deleted", ()):
-            raise AttributeError(f"{type(self).__name__}.{name} was deleted (del); set it again to use it")
-        storage = self.__dict__.get("_storage")
-        if storage is None:
-            raise AttributeError(name)
-        attr = getattr(storage, name, None)
-        if attr is None or not callable(attr):
-            if attr is None:
-                raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-            return self._wrap_result(attr)  # td.grad / td.data: collections come back as this class
-
-        def method(*args, **kwargs):
-            args = [a._storage if isinstance(a, TensorClass) else a for a in args]
-            kwargs = {k: v._storage if isinstance(v, TensorClass) else v for k, v in kwargs.items()}
-            return self._wrap_result(attr(*args, **kwargs))
-
-        return method
-
-    def _wrap_result(self, out):
-        if out is self._storage:
-            return self
-        if isinstance(out, TensorDict) and set(out.keys()) <= set(self._field_names):
-            return self._from_storage(out)
-        if isinstance(out, (tuple, list)) and out and all(isinstance(o, TensorDict) for o in out):
-            return type(out)(self._wrap_result(o) for o in out)
-        return out
 
     @classmethod
     def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, **kwargs):
@@ -411,133 +288,6 @@ class TensorClass(Batched):
     def unbind(self, dim: int = 0):
         return tuple(self._from_storage(s) for s in self._storage.unbind(dim))
 
-    # -- forwarded collection operations --------------------------------------------------------
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
-        """A copy of the fields as a plain TensorDict."""
-        return self._storage.clone()
-
-    def clone(self, recurse: bool = True):
-        return self._from_storage(self._storage.clone(recurse))
-
-    def to(self, *args, **kwargs):
-        out = self._storage.to(*args, **kwargs)
-        return self if out is self._storage else self._from_storage(out)
-
-    def cpu(self):
-        return self.to("cpu")
-
-    def apply(self, fn, *others, **kwargs):
-        out = self._storage.apply(fn, *[o._storage if isinstance(o, TensorClass) else o for o in others], **kwargs)
-        return self if kwargs.get("inplace") else self._from_storage(out)
-
-    def _compare(self, other, op):
-        return self._wrap_result(self._storage._compare(other._storage if isinstance(other, TensorClass) else other, op))
-
-    def __enter__(self):  # ``with tc.lock_():`` / ``with tc.unlock_():``
-        self._storage.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._storage.__exit__(*exc)
-
-    def __eq__(self, other):
-        return self._compare(other, lambda a, b: a == b)
-
-    def __ne__(self, other):
-        return self._compare(other, lambda a, b: a != b)
-
-    def all(self, dim=None):
-        return self._wrap_result(self._storage.all(dim))
-
-    def _binop(self, name, other):
-        other = other._storage if isinstance(other, TensorClass) else other
-        return self._wrap_result(getattr(self._storage, name)(other))
-
-    __add__ = lambda self, o: self._binop("__add__", o)  # noqa: E731
-    __radd__ = lambda self, o: self._binop("__radd__", o)  # noqa: E731
-    __sub__ = lambda self, o: self._binop("__sub__", o)  # noqa: E731
-    __rsub__ = lambda self, o: self._binop("__rsub__", o)  # noqa: E731
-    __mul__ = lambda self, o: self._binop("__mul__", o)  # noqa: E731
-    __rmul__ = lambda self, o: self._binop("__rmul__", o)  # noqa: E731
-    __truediv__ = lambda self, o: self._binop("__truediv__", o)  # noqa: E731
-    __rtruediv__ = lambda self, o: self._binop("__rtruediv__", o)  # noqa: E731
-    __pow__ = lambda self, o: self._binop("__pow__", o)  # noqa: E731
-    __lt__ = lambda self, o: self._binop("__lt__", o)  # noqa: E731
-    __le__ = lambda self, o: self._binop("__le__", o)  # noqa: E731
-    __gt__ = lambda self, o: self._binop("__gt__", o)  # noqa: E731
-    __ge__ = lambda self, o: self._binop("__ge__", o)  # noqa: E731
-    __or__ = lambda self, o: self._binop("__or__", o)  # noqa: E731
-    __and__ = lambda self, o: self._binop("__and__", o)  # noqa: E731
-    __xor__ = lambda self, o: self._binop("__xor__", o)  # noqa: E731
-    __neg__ = lambda self: self._wrap_result(-self._storage)  # noqa: E731
-    __abs__ = lambda self: self._wrap_result(abs(self._storage))  # noqa: E731
-    __invert__ = lambda self: self._wrap_result(~self._storage)  # noqa: E731
-
-    def any(self, dim=None):
-        return self._wrap_result(self._storage.any(dim))
-
-    def zero_(self):
-        self._storage.zero_()
-        return self
-
-    def lock_(self):
-        self._storage.lock_()
-        return self
-
-    def unlock_(self):
-        self._storage.unlock_()
-        return self
-
-    @property
-    def is_locked(self) -> bool:
-        return self._storage.is_locked
-
-    def is_shared(self) -> bool:
-        return self._storage.is_shared()
-
-    def share_memory_(self):
-        self._storage.share_memory_()
-        return self
-
-    _UPDATE_OPTIONS = ("clone", "inplace", "keys_to_update", "non_blocking", "is_leaf", "update_batch_size")
-
-    def _split_update(self, other, kwargs):
-        opts = {k: kwargs.pop(k) for k in list(kwargs) if k in self._UPDATE_OPTIONS and k not in self._field_names}
-        opts.pop("non_blocking", None), opts.pop("is_leaf", None), opts.pop("update_batch_size", None)
-        return other, kwargs, opts
-
-    def update(self, other=None, **kwargs):
-        """Merge ``other`` (a tensorclass, TensorDict or dict), then the fields given as keywords."""
-        other, fields, opts = self._split_update(other, kwargs)
-        if other is not None:
-            self._storage.update(other._storage if isinstance(other, TensorClass) else other, **opts)
-        for k, v in fields.items():
-            self.set(k, v, inplace=opts.get("inplace", False))
-        return self
-
-    def update_(self, other=None, **kwargs):
-        """Like :meth:`update`, writing into the existing entries in place."""
-        other, fields, opts = self._split_update(other, kwargs)
-        opts.pop("inplace", None)
-        if other is not None:
-            self._storage.update_(other._storage if isinstance(other, TensorClass) else other, **opts)
-        for k, v in fields.items():
-            self.set(k, v, inplace=True)
-        return self
-
-    def select(self, *keys, inplace: bool = False, strict: bool = True, as_tensordict: bool = False):
-        """Only the given fields (the others None); ``as_tensordict=True`` gives a TensorDict."""
-        out = self._storage.select(*keys, inplace=inplace, strict=strict)
-        if as_tensordict:
-            return out
-        return self if inplace else self._from_storage(out)
-
-    def exclude(self, *keys, inplace: bool = False, as_tensordict: bool = False):
-        """Without the given fields (they read as None); ``as_tensordict=True`` gives a TensorDict."""
-        out = self._storage.exclude(*keys, inplace=inplace)
-        if as_tensordict:
-            return out
-        return self if inplace else self._from_storage(out)
 
     def __hash__(self):
         if not self._frozen:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import TensorClass, _unwrap
+from .base import TensorClass
+from .fields import _unwrap
 from ..core import TensorDict
 
 __all__ = ["install"]

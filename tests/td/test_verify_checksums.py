@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from chatdata import FormatError, History, TensorDict, load_memmap
 from chatdata.td.storage.checksum import checksum_file
 from chatdata.td.storage.stream import StreamWriter
-from chatdata.td.storage.verify import _Utf8Check, verify
+from chatdata.td.storage.utf8_check import _Utf8Check
+from chatdata.td.storage.verify import verify
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "chatdata_v1_no_checksums"
 

@@ -5,7 +5,8 @@ A saved collection is a folder: ``meta.json`` plus raw little-endian files; stri
 (:mod:`.reader`) of every collection class, joined by :mod:`.persist` (``save_and_load``), the
 memmap API of the collections (:mod:`.memmap_api`: ``memmap``, ``load_memmap``, ...),
 ``MemoryMappedTensor`` (:mod:`.memmap`), the streaming writer (:mod:`.stream`), ``verify``
-(:mod:`.verify`), checksums (:mod:`.checksum`), load-time integrity checks and the format's
+(:mod:`.verify`: its walk :mod:`.verify_walk`, its report :mod:`.verify_report`, its UTF-8
+check :mod:`.utf8_check`), checksums (:mod:`.checksum`), load-time integrity checks and the format's
 constants (:mod:`.integrity`), folders opened once (:mod:`.folder`), atomic file-system
 operations and ``FormatError`` (:mod:`.fsops`), writers' temporary folders (:mod:`.tempdirs`),
 write-through of in-place updates (:mod:`.writethrough`), torch.nested tensors

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .batched import Batched, as_batch_size, normalize_index
+from .batched import Batched, BatchSizeError, as_batch_size, normalize_index
 from .pool import Pool
 from .nested_lists import _flatten_to, _infer_shape, _nested_list
 from .columns import ColumnMethods
@@ -34,6 +34,18 @@ __all__ = ["NonTensorStack", "is_non_tensor"]
 def is_non_tensor(obj) -> bool:
     """``True`` for NonTensorData and NonTensorStack."""
     return isinstance(obj, (NonTensorData, NonTensorStack))
+
+
+def _check_fits(shape: torch.Size, target: torch.Size, index) -> None:
+    """BatchSizeError unless values of batch ``shape`` can be written into ``target`` elements,
+    by torch's rule for ``t[index] = v``: ``v``'s shape, without extra leading 1s, broadcasts to
+    the target's (on the shapes alone: a few microseconds, where a meta tensor costs tens)."""
+    core, target = tuple(shape), tuple(target)
+    while len(core) > len(target) and core[0] == 1:
+        core = core[1:]
+    if len(core) > len(target) or any(a != b and a != 1 for a, b in zip(reversed(core), reversed(target))):
+        raise BatchSizeError(f"cannot write a NonTensorStack of batch size {tuple(shape)} into the {target} "
+                             f"elements selected by {index!r}: its batch size must match theirs (or broadcast to it)")
 
 
 class NonTensorStack(_StateFlags, ColumnMethods, Batched):
@@ -53,8 +65,9 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     def __init__(self, *items, stack_dim: int = 0, batch_size=None, device=None):
         if len(items) == 1 and isinstance(items[0], (list, tuple)):
             items = tuple(items[0])
-        if not items:
-            self._init(torch.zeros(tuple(as_batch_size(batch_size) or (0,)), dtype=torch.long), Pool.from_values([]), device)
+        if not items:  # values unknown yet: None everywhere (as new_zeros gives a stack)
+            index = torch.zeros(tuple(as_batch_size(batch_size) or (0,)), dtype=torch.long)
+            self._init(index, Pool.from_values([None] if index.numel() else []), device)
             return
         # torch.stack dispatches to chatdata.td.core.functional (the stacking of every container)
         stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
@@ -216,6 +229,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         idx = normalize_index(index, self._index_t.ndim)
         target_shape = self._index_t[idx].shape
         if isinstance(value, NonTensorStack):
+            _check_fits(value.batch_size, target_shape, index)  # before the pool takes the values
             ids = torch.tensor(
                 self._pool.extend(value._pool.take(value._ids())), dtype=torch.long
             ) + torch.arange(value.numel())

@@ -1,0 +1,57 @@
+"""NonTensorStack given input it cannot take: a clear error, and nothing changed."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chatdata import NonTensorStack, TensorDict, load_memmap
+from chatdata.td.nontensor import BatchSizeError
+
+
+def test_an_empty_stack_with_a_batch_size_holds_none_everywhere():
+    # it built an index into an empty pool: repr, tolist and indexing raised IndexError later
+    s = NonTensorStack(batch_size=[2, 3])
+    assert s.batch_size == torch.Size([2, 3])
+    assert s.tolist() == [[None] * 3] * 2
+    assert s[1, 2].data is None and "NonTensorStack(" in repr(s)
+    s[0, 1] = "x"
+    assert s.tolist() == [[None, "x", None], [None] * 3]
+    assert TensorDict({"a": NonTensorStack(batch_size=[2])}, [2])["a"].tolist() == [None, None]
+    assert NonTensorStack().batch_size == torch.Size([0]) and NonTensorStack().tolist() == []
+
+
+@pytest.mark.parametrize("index, value", [
+    (slice(0, 2), ["x", "y", "z"]),           # 3 values into 2 elements
+    (slice(None), ["x", "y"]),                 # 2 values into 3
+    (torch.tensor([0, 2]), [["x", "y"]] * 2),  # an extra dim that is not 1
+])
+def test_a_stack_of_the_wrong_batch_size_is_refused_and_nothing_changes(index, value):
+    # it raised torch's "The expanded size of the tensor (2) must match ..." after the pool took the values
+    s = NonTensorStack.from_list(["a", "b", "c"])
+    pool_size = len(s._pool)
+    with pytest.raises(BatchSizeError, match=r"cannot write a NonTensorStack of batch size .* into the"):
+        s[index] = NonTensorStack.from_list(value)
+    assert s.tolist() == ["a", "b", "c"] and len(s._pool) == pool_size
+    with pytest.raises(ValueError, match="batch size"):  # update() takes the same path
+        s.update(NonTensorStack.from_list(["x", "y"]))
+    assert s.tolist() == ["a", "b", "c"]
+
+
+def test_stacks_that_broadcast_are_still_written():
+    s = NonTensorStack.from_list([["a", "b"], ["c", "d"]])
+    s[:] = NonTensorStack.from_list(["x", "y"])          # (2,) over each row
+    assert s.tolist() == [["x", "y"], ["x", "y"]]
+    s[0] = NonTensorStack.from_list([["p", "q"]])         # a leading 1 is dropped, as torch does
+    assert s.tolist() == [["p", "q"], ["x", "y"]]
+    s[torch.tensor([0, 1]), 1] = NonTensorStack.from_list(["z"])
+    assert s.tolist() == [["p", "z"], ["x", "z"]]
+
+
+def test_a_refused_write_leaves_a_memory_mapped_stack_and_its_folder_as_they_were(tmp_path):
+    s = NonTensorStack("a", "b", "c").memmap_(tmp_path / "s")
+    before = sorted((p.name, p.read_bytes()) for p in (tmp_path / "s").iterdir())
+    with pytest.raises(BatchSizeError):
+        s[0:2] = NonTensorStack.from_list(["x", "y", "z"])
+    assert s.tolist() == ["a", "b", "c"]
+    assert sorted((p.name, p.read_bytes()) for p in (tmp_path / "s").iterdir()) == before
+    assert load_memmap(tmp_path / "s").tolist() == ["a", "b", "c"]

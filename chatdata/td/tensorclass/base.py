@@ -20,7 +20,7 @@ import dataclasses
 
 import torch
 
-from ..core import GENERIC_NESTED_ERR, TensorDict, is_valid_key
+from ..core import GENERIC_NESTED_ERR, RaggedTensorDict, TensorDict, is_valid_key
 from ..nontensor import Batched, NonTensorData, NonTensorStack, list_to_stack
 from . import options as _options
 from .fields import _is_tensor_annotation, _setup_fields, _unwrap
@@ -121,6 +121,9 @@ class TensorClass(ForwardedMethods, Batched):
     @classmethod
     def from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True) -> "TensorClass":
         """Wrap ``tensordict`` (no copy); ``non_tensordict`` adds non-tensor fields."""
+        if not isinstance(tensordict, (TensorDict, RaggedTensorDict)):  # it would break at its first use
+            raise TypeError(f"{cls.__name__}.from_tensordict needs a TensorDict (or a RaggedTensorDict), got "
+                            f"{type(tensordict).__name__}; build from a dict with {cls.__name__}.from_dict(...)")
         if safe:
             extra = set(tensordict.keys()) - set(cls._field_names)
             if extra:
@@ -318,6 +321,11 @@ def register_tensorclass(name: str, cls) -> None:
     """
     if not (isinstance(cls, type) and issubclass(cls, TensorClass)):
         raise TypeError(f"register_tensorclass needs a tensorclass, got {cls!r}")
+    if not isinstance(name, str):  # meta.json names classes by strings: any other key never matches
+        raise TypeError(f"register_tensorclass needs the class name as saved data gives it (a str such as "
+                        f"'otherlib.Sample'), got {name!r}")
+    if not name:
+        raise ValueError("register_tensorclass needs a non-empty class name, such as 'otherlib.Sample'")
     _REGISTRY[name] = cls
 
 

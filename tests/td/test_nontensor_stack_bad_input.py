@@ -55,3 +55,18 @@ def test_a_refused_write_leaves_a_memory_mapped_stack_and_its_folder_as_they_wer
     assert s.tolist() == ["a", "b", "c"]
     assert sorted((p.name, p.read_bytes()) for p in (tmp_path / "s").iterdir()) == before
     assert load_memmap(tmp_path / "s").tolist() == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("condition, other, named", [
+    (torch.tensor([True, False]), "z", "the condition"),
+    (torch.ones(3, 1, dtype=torch.bool), "z", "the condition"),
+    (torch.tensor([True, False, True]), NonTensorStack.from_list(["x", "y"]), "the other stack"),
+])
+def test_where_names_what_does_not_broadcast(condition, other, named):
+    # it raised torch's "The expanded size of the tensor (3) must match the existing size (2) ..."
+    s = NonTensorStack.from_list(["a", "b", "c"])
+    with pytest.raises(BatchSizeError, match=f"where: {named} has shape .* does not broadcast to the stack's batch size"):
+        s.where(condition, other)
+    assert s.tolist() == ["a", "b", "c"]
+    grid = NonTensorStack.from_list([["a", "b"], ["c", "d"]])  # what broadcasts still works
+    assert grid.where(torch.tensor([True, False]), "z").tolist() == [["a", "z"], ["c", "z"]]

@@ -48,6 +48,15 @@ def _check_fits(shape: torch.Size, target: torch.Size, index) -> None:
                              f"elements selected by {index!r}: its batch size must match theirs (or broadcast to it)")
 
 
+def _expand_to(t: torch.Tensor, batch_size: torch.Size, what: str) -> torch.Tensor:
+    """``t`` expanded to ``batch_size``; BatchSizeError naming ``what`` when it does not broadcast."""
+    try:
+        return t.expand(batch_size)
+    except RuntimeError:
+        raise BatchSizeError(f"where: {what} has shape {tuple(t.shape)}, which does not broadcast to the stack's "
+                             f"batch size {tuple(batch_size)}") from None
+
+
 class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     """One non-tensor value per batch element, held as a column (pool + index tensor).
 
@@ -318,10 +327,10 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
             ['a', 'z']
         """
         bs = self.batch_size
-        cond = torch.as_tensor(condition, dtype=torch.bool).expand(bs).reshape(-1).tolist()
+        cond = _expand_to(torch.as_tensor(condition, dtype=torch.bool), bs, "the condition").reshape(-1).tolist()
         mine = self._pool.take(self._ids())
         if isinstance(other, NonTensorStack):
-            theirs = other._pool.take(other._index_view.expand(bs).reshape(-1).tolist())
+            theirs = other._pool.take(_expand_to(other._index_view, bs, "the other stack").reshape(-1).tolist())
         else:
             theirs = [other.data if isinstance(other, NonTensorData) else other] * len(mine)
         res = NonTensorStack.from_list(_nested_list([a if c else b for a, b, c in zip(mine, theirs, cond)], bs) if bs else [],

@@ -11,6 +11,8 @@ Example:
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 __all__ = []
@@ -57,6 +59,18 @@ def _as_numbers(value, what: str) -> torch.Tensor:
     if t.is_complex():
         raise TypeError(f"{what} must hold real numbers, got the complex {t.dtype}")
     return t
+
+
+def _as_int(value):
+    """``value`` as a Python int when it is an integer (an int, a numpy integer, a one-element
+    integer tensor); otherwise (a bool, a float, a float tensor, ...) ``value`` as it is, for the
+    caller's own error message."""
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 def _dtype_range(dtype: torch.dtype):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._numbers import _as_dtype, _dtype_range, _split_device_dtype
+from ._numbers import _as_dtype, _as_int, _dtype_range, _split_device_dtype
 from ._shape import norm_shape
 from ._tensor_leaf import _TensorLeaf
 from .base import CategoricalBox, as_device
@@ -36,8 +36,7 @@ class Categorical(_TensorLeaf):
         if kwargs:
             raise TypeError(f"{type(self).__name__} got unexpected arguments {sorted(kwargs)}")
         device, dtype = _split_device_dtype(device, dtype)
-        if isinstance(n, torch.Tensor) and n.numel() == 1:
-            n = int(n)
+        n = _as_int(n)  # a numpy integer or a one-element integer tensor counts; 2.7 or tensor(2.7) does not
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"{type(self).__name__} needs an int n >= 1 (the number of categories), got {n!r}")
         self.dtype = _as_dtype(dtype, torch.int64)
@@ -111,8 +110,11 @@ class Binary(Categorical):
 
     def __init__(self, n=None, shape=None, device=None, dtype=None, **kwargs):
         device, dtype = _split_device_dtype(device, dtype)
+        n = _as_int(n)
         if n is None and shape is None:
             raise TypeError("Binary needs n (the length of the last dim) or shape")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"Binary needs an int n >= 0 (the length of the last dim), got {n!r}")
         if shape is None or not len(norm_shape(shape)):
             shape = (n,)
         shape = norm_shape(shape)

@@ -1,10 +1,11 @@
 """Specs refuse bad input clearly and leave themselves unchanged when they refuse."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from chatdata.specs import Bounded, Categorical, Composite, Unbounded
+from chatdata.specs import Binary, Bounded, Categorical, Composite, Unbounded
 
 
 def test_a_refused_nested_set_leaves_no_empty_sub_composites():
@@ -87,3 +88,27 @@ def test_a_list_holding_itself_is_refused_not_a_hang():
     loop.append(loop)
     with pytest.raises(ValueError, match="contains itself"):
         NonTensor(shape=(2,)).is_in(loop)
+
+
+@pytest.mark.parametrize("n", [np.int64(3), np.int32(3), torch.tensor(3), torch.tensor([3])])
+def test_categorical_and_binary_take_integer_n_of_any_integer_type(n):
+    # Categorical(np.int64(3)) was refused ("needs an int n >= 1 ..., got np.int64(3)") and
+    # Binary(np.int64(3)) said "the last dim of the shape (3,) must be n=np.int64(3)"
+    cat, binary = Categorical(n, shape=(2,)), Binary(n)
+    assert type(cat.n) is int and cat.n == 3 and cat.is_in(torch.tensor([0, 2]))
+    assert binary.shape == torch.Size([3]) and binary.is_in(binary.rand())
+
+
+@pytest.mark.parametrize("n", [torch.tensor(2.7), 2.7, torch.tensor(True), True, "3"])
+def test_categorical_n_that_is_not_an_integer_is_refused(n):
+    # torch.tensor(2.7) was truncated to 2 categories without a word
+    with pytest.raises(ValueError, match="Categorical needs an int n >= 1"):
+        Categorical(n)
+
+
+@pytest.mark.parametrize("n", [2.0, torch.tensor(2.5), torch.tensor(True), -1])
+def test_binary_n_that_is_not_a_length_is_named_as_such(n):
+    with pytest.raises(ValueError, match=r"Binary needs an int n >= 0 \(the length of the last dim\)"):
+        Binary(n)
+    with pytest.raises(ValueError, match="the last dim of the shape"):  # a real length that disagrees
+        Binary(3, shape=(2,))

@@ -70,3 +70,39 @@ def test_where_names_what_does_not_broadcast(condition, other, named):
     assert s.tolist() == ["a", "b", "c"]
     grid = NonTensorStack.from_list([["a", "b"], ["c", "d"]])  # what broadcasts still works
     assert grid.where(torch.tensor([True, False]), "z").tolist() == [["a", "z"], ["c", "z"]]
+
+
+def test_a_slice_of_a_column_is_a_view_both_ways():
+    # a column built or loaded in order keeps its index as a range; a slice of it was a range of
+    # its own, so a write into the slice never reached the column (and the reverse), although
+    # basic indexing is documented to give views, as it does once the index is a tensor
+    s = NonTensorStack.from_list(["a", "b", "c", "d", "e"])
+    tail, every_other = s[1:], s[1:4][::2]
+    tail[0] = "B"
+    assert s.tolist() == ["a", "B", "c", "d", "e"] and every_other.tolist() == ["B", "d"]
+    s[3] = "D"
+    assert tail.tolist() == ["B", "c", "D", "e"] and every_other.tolist() == ["B", "D"]
+    every_other[1] = "d2"
+    assert s.tolist() == ["a", "B", "c", "d2", "e"] and tail.tolist() == ["B", "c", "d2", "e"]
+    assert s[4:1].tolist() == []
+
+
+def test_an_in_place_set_on_a_sliced_tensordict_reaches_its_text_column():
+    td = TensorDict({"x": torch.zeros(3), "s": ["a", "b", "c"]}, [3])
+    sub = td[1:]
+    sub["x"][0] = 5.0
+    sub.set_("s", ["Y", "Z"])  # was silently lost, while the tensor beside it was written
+    assert td["x"].tolist() == [0.0, 5.0, 0.0] and td["s"].tolist() == ["a", "Y", "Z"]
+
+
+def test_a_loaded_column_and_its_slices_share_writes_and_copies_do_not(tmp_path):
+    import copy
+    import pickle
+
+    NonTensorStack.from_list(["a", "b", "c"]).memmap_(tmp_path / "s")
+    s = load_memmap(tmp_path / "s").clone()  # an in-memory copy of the loaded column (a range index)
+    view = s[1:]
+    twin, pickled = copy.deepcopy(view), pickle.loads(pickle.dumps(s))
+    view[0] = "B"
+    assert s.tolist() == ["a", "B", "c"]
+    assert twin.tolist() == ["b", "c"] and pickled.tolist() == ["a", "b", "c"]

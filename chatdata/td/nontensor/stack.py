@@ -5,8 +5,10 @@ int64 *index tensor* with the stack's batch shape that maps each element to a po
 shape operation (indexing, reshape, permute, flip, stack, cat, ...) is the same torch operation
 on the index tensor, so a million strings are indexed and sliced at tensor speed. Basic
 indexing returns views (a write is seen by the source); fancy indexing copies the index, so a
-write into the result never reaches the source. An element (``stack[i]``) is a
-:class:`~chatdata.td.nontensor.data.NonTensorData` that writes back into the stack. The
+write into the result never reaches the source. A column built or loaded in order keeps its
+index as a range until a write, shared with its slices (:mod:`.range_index`). An element
+(``stack[i]``) is a :class:`~chatdata.td.nontensor.data.NonTensorData` that writes back into
+the stack. The
 column-level methods (sizes, packed views, value counts) are the mixin of
 :mod:`chatdata.td.nontensor.columns`.
 
@@ -27,6 +29,7 @@ from .nested_lists import _flatten_to, _infer_shape, _nested_list
 from .columns import ColumnMethods
 from .data import _DATA_FIELDS, _MEMMAP_PART, NonTensorData
 from .flags import StateFlags as _StateFlags, device as _device
+from .range_index import materialise, range_tensor, share_range
 
 __all__ = ["NonTensorStack", "is_non_tensor"]
 
@@ -96,11 +99,10 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
 
     @property
     def _index_t(self) -> torch.Tensor:
-        """The index tensor (materialised from the range on first use)."""
+        """The index tensor (materialised from the range on first use, shared with the range
+        views of this stack: :mod:`.range_index`)."""
         if self._idx is None:
-            r = self._rng
-            self._idx = torch.arange(r.start, r.stop, r.step, dtype=torch.long)
-            self._rng = None
+            materialise(self)
         return self._idx
 
     @_index_t.setter
@@ -112,9 +114,14 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         """The index as a tensor, for reading: a range stays a range (a contiguous stack keeps
         its zero-copy paths: ``packed_column``, saving a loaded column as it is)."""
         if self._idx is None:
-            r = self._rng
-            return torch.arange(r.start, r.stop, r.step, dtype=torch.long)
+            return range_tensor(self._rng)
         return self._idx
+
+    def __getstate__(self):
+        # a copy (pickle, deepcopy) has an index of its own: never the views sharing this one's range
+        state = self.__dict__.copy()
+        state.pop("_range_group", None)
+        return state
 
     def _ids(self):
         """Every element's pool id in order: a range (no allocation) or a list."""
@@ -142,6 +149,8 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     def _view(self, index) -> "NonTensorStack":
         """A stack over part of this one's index (a view: shares it when it can)."""
         out = NonTensorStack._from_parts(index, self._pool, self._device)
+        if isinstance(index, range):  # a slice of a range: share the index, materialised on a write
+            share_range(self, out)
         if self._is_memmap or self._in_memmap:
             out._in_memmap = True  # its own updates are refused: write into the mapped stack
         return out
@@ -228,8 +237,8 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         try:
             self._disk.write_stack(self)
         except BaseException:  # a value the format refuses: the stack keeps its old values
-            if before[0] is None:
-                self._idx, self._rng = None, before[1]
+            if before[0] is None:  # the write materialised the range (for its views too): refill it
+                self._idx.copy_(range_tensor(before[1]))
             else:
                 self._idx.copy_(before[0])  # in place: views of this stack see the rollback
             raise

@@ -27,9 +27,10 @@ from .errors import TemplateError
 from .jinja_env import has_generation_tags
 from .profile import TemplateProfile, end_of_turn_text, template_profile
 from .render import Renderer, _check_chats, prepare_chat, render_in_batch
-from .fast_turns import bounds_for, fast_path_ok
+from .fast_turns import fast_path_ok
+from .marked_turns import place_turns
 from .parts import has_media, without_placeholders
-from .turns import tagged_spans_with_options, turn_spans
+from .turns import tagged_spans_with_options
 
 __all__ = ["render_chats_with_spans", "assistant_spans", "template_profile", "end_of_turn_text",
            "TemplateProfile", "template_label"]
@@ -110,10 +111,8 @@ def render_chats_with_spans(
                         f"the turn to learn: {reason}. Check that this template renders this message, or "
                         f"mask it yourself with {{% generation %}} blocks")
 
-            bounds = bounds_for(renderer, chat, text, profile, continued=bool(continue_final_message), where=where,
-                                fast=fast)
-            sp = turn_spans(renderer, chat, text, profile, mask_reasoning=mask_reasoning, mask_eot=mask_eot,
-                            bounds=bounds)
+            _, sp = place_turns(renderer, chat, text, profile, continued=bool(continue_final_message), where=where,
+                                fast=fast, spans=True, mask_reasoning=mask_reasoning, mask_eot=mask_eot)
         if any(m.get("role") == "assistant" and has_media(m) for m in chat):
             sp = without_placeholders(renderer, chat, text, sp)  # a placeholder is never learned
         texts.append(text)

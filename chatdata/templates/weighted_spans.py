@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from .errors import UnplaceableTurnError
-from .fast_turns import bounds_for, fast_path_ok
+from .fast_turns import fast_path_ok
+from .marked_turns import place_turns
 from .message_spans import message_spans
 from .profile import template_profile
 from .render import Renderer, prepare_chat
@@ -134,8 +135,8 @@ def render_chats_with_weights(
             if fast is None:
                 fast = fast_path_ok(renderer, profile)
             try:
-                bounds = bounds_for(renderer, chat, text, profile, continued=bool(continue_final_message),
-                                    where=where, fast=fast)
+                bounds, _ = place_turns(renderer, chat, text, profile, continued=bool(continue_final_message),
+                                        where=where, fast=fast)
                 owned = span_owners(bounds, sp, where)
             except UnplaceableTurnError:
                 if needed:

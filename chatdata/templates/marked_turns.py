@@ -1,0 +1,134 @@
+"""Assistant turns of a chat whose texts collide, placed where the collision cannot mislead.
+
+:mod:`.turns` and :mod:`.fast_turns` find a message by searching for its text. That is exact as
+long as each text occurs once in the rendering, and silently wrong when it does not: a reply
+``"s"`` is also found in ``User:`` or ``<|message|>``, a user message equal to the system
+prompt is found where the system prompt is, an answer quoting ``<|im_start|>assistant`` looks
+like a turn of its own. Such a chat is *ambiguous* (:func:`ambiguous`).
+
+An ambiguous chat is rendered once more with every message's content replaced by a word that
+occurs nowhere else (as :mod:`.message_spans` does for other roles). Where the rendering around
+those words equals the real one, the turns are placed on that chat, which holds no collision,
+and carried back: the text between two agreeing pieces is exactly the content the word stood
+for. Where it does not (the template looks at the content and renders the word differently),
+the caller places the turns on the real text as before.
+
+Example:
+    >>> from chatdata.templates import get_chat_template
+    >>> from chatdata.templates.profile import template_profile
+    >>> r = Renderer(get_chat_template("chatml_format"))
+    >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "a"}]
+    >>> text = r.render(chat)
+    >>> ambiguous(chat, text, template_profile(r))  # "a" is also in "assistant"
+    True
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from .fast_turns import bounds_for
+from .message_spans import _marker_base, _place_together, _substituted, content_slots
+from .message_words import _owned_pieces
+from .profile import MARKER_RE, TemplateProfile
+from .render import Renderer
+from .turns import turn_spans
+
+__all__ = ["ambiguous", "place_turns"]
+
+
+def ambiguous(chat: list, text: str, profile: TemplateProfile) -> bool:
+    """Whether searching for a message's words in ``text`` may find the wrong place: one of them
+    (content, reasoning, tool-call argument) equals another, occurs in the rendering more than
+    once, or holds template markup (a marker, an end-of-turn text, the generation header)."""
+    header = profile.header.strip()
+    seen: set[str] = set()
+    for message in chat:
+        for body in _owned_pieces(message) if message.get("role") == "assistant" else _texts(message):
+            if not body:
+                continue
+            if body in seen:  # equal texts: also where one of them is not rendered (a prompt's copy)
+                return True
+            seen.add(body)
+            i = text.find(body)
+            if i >= 0 and text.find(body, i + 1) >= 0:
+                return True
+            if MARKER_RE.search(body) or (header and header in body) or any(e in body for e in profile.eots):
+                return True
+    return False
+
+
+def _texts(message: dict) -> list[str]:
+    return [v.strip() for _, v in content_slots(message)]
+
+
+class _Marked:
+    """The chat with its contents replaced by unique words, its rendering, and the map of its
+    positions back to the real text."""
+
+    __slots__ = ("chat", "text", "ms", "me", "ts", "te")
+
+    def __init__(self, chat: list, text: str, ms: list, me: list, ts: list, te: list) -> None:
+        self.chat, self.text, self.ms, self.me, self.ts, self.te = chat, text, ms, me, ts, te
+
+    def to_text(self, p: int) -> int | None:
+        """Position ``p`` of the marked text in the real text; None inside a marker word."""
+        n = bisect_right(self.ms, p) - 1  # the last marker word starting at or before p
+        if n < 0:
+            return p
+        if p == self.ms[n]:
+            return self.ts[n]
+        if p < self.me[n]:
+            return None
+        return self.te[n] + p - self.me[n]
+
+
+def _marked(renderer: Renderer, chat: list, text: str, continued: Any) -> _Marked | None:
+    slots = {(k, part): value for k, m in enumerate(chat) for part, value in content_slots(m)
+             if not _parsed_by_templates(m, value)}
+    if not slots:
+        return None
+    base = _marker_base(text, chat)
+    marks = {slot: f"{base}{n}x" for n, slot in enumerate(slots)}
+    marked = _substituted(chat, marks)
+    try:
+        rendered = renderer.render(marked, continue_final_message=continued)
+    except Exception:  # noqa: BLE001 - any refusal of the marked chat: place on the real text
+        return None
+    # a word the template dropped (a system prompt it writes only before a final user turn)
+    # marks nothing; the rendering around the others must still equal the text
+    marks = {s: m for s, m in marks.items() if m in rendered}
+    placed = _place_together(text, rendered, marks, slots)
+    if placed is None:
+        return None
+    order = sorted((rendered.index(marks[slot]), slot) for slot in placed)
+    return _Marked(marked, rendered, [i for i, _ in order], [i + len(marks[slot]) for i, slot in order],
+                   [placed[slot][0] for _, slot in order], [placed[slot][1] for _, slot in order])
+
+
+def place_turns(renderer: Renderer, chat: list, text: str, profile: TemplateProfile, *, continued: bool = False,
+                where: Any = None, fast: bool = True, spans: bool = False, mask_reasoning: bool = True,
+                mask_eot: bool = True) -> tuple[list, list | None]:
+    """``(bounds, spans)`` of the assistant turns of one rendered, normalised chat: the turn
+    bounds ``(k, start, end, eot start)`` of :func:`~.fast_turns.bounds_for` and, with ``spans``,
+    the spans to learn of :func:`~.turns.turn_spans` (else None). An :func:`ambiguous` chat is
+    placed with its contents replaced by unique words where the template renders that chat as
+    ``text`` around them (see the module docstring)."""
+    marked = _marked(renderer, chat, text, continued) if ambiguous(chat, text, profile) else None
+    for c, t in ([(marked.chat, marked.text)] if marked else []) + [(chat, text)]:
+        bounds = bounds_for(renderer, c, t, profile, continued=continued, where=where, fast=fast)
+        sp = turn_spans(renderer, c, t, profile, mask_reasoning=mask_reasoning, mask_eot=mask_eot,
+                        bounds=bounds) if spans else None
+        if c is chat:
+            return bounds, sp
+        got_b = [(b[0], *map(marked.to_text, b[1:])) for b in bounds]
+        got_s = [tuple(map(marked.to_text, p)) for p in sp] if spans else None
+        if not any(None in b for b in got_b + (got_s or [])):
+            return got_b, got_s
+    raise AssertionError("unreachable")
+
+
+def _parsed_by_templates(message: dict, value: str) -> bool:
+    """An assistant content that templates take apart (an inline ``<think>`` block): replaced
+    by a word, it would render differently."""
+    return message.get("role") == "assistant" and "think>" in value

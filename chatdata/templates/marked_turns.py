@@ -129,6 +129,6 @@ def place_turns(renderer: Renderer, chat: list, text: str, profile: TemplateProf
 
 
 def _parsed_by_templates(message: dict, value: str) -> bool:
-    """An assistant content that templates take apart (an inline ``<think>`` block): replaced
-    by a word, it would render differently."""
-    return message.get("role") == "assistant" and "think>" in value
+    """An assistant content that templates take apart (reasoning before ``</think>``): it is
+    kept, so that its reasoning can still be found (``mask_reasoning=False``)."""
+    return message.get("role") == "assistant" and "</think>" in value

@@ -132,16 +132,19 @@ def _ends_with_header(text: str, lo: int, hi: int, header: str) -> bool:
 
 
 def _after_prompt_end(text: str, prompt: str, lo: int, hi: int) -> int | None:
-    """End of the longest end of ``prompt`` (with more than whitespace) found in
-    ``text[lo:hi]``, or None."""
+    """The first place in ``text[lo:hi]`` right after an end of ``prompt`` that holds a whole
+    marker (``[/INST]``), or None. A shorter end is a piece of markup any turn holds (``>\n``
+    of DeepSeek's ``<｜Assistant｜><think>\n``, found after ``<｜User｜>``); a longer one found
+    later is a later turn's (``\n[/INST]`` after a user message ``"\n"``)."""
+    best = None
     for n in range(min(len(prompt), 400), 0, -1):
         tail = prompt[-n:]
-        if not tail.strip():
-            return None
+        if not MARKER_RE.search(tail):
+            break
         j = text.find(tail, lo, hi)
-        if j >= 0:
-            return j + n
-    return None
+        if j >= 0 and (best is None or j + n < best):
+            best = j + n
+    return best
 
 
 def _after_header(text: str, s: int, header: str) -> int:

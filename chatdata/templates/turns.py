@@ -188,13 +188,18 @@ def _skip_to_rest(text: str, s: int, rest: str, bound: int) -> int:
 
 def _last_eot(text: str, eots: Sequence[str], lo: int, hi: int) -> tuple[int, int] | None:
     """(start, end) of the end-of-turn text starting last in ``text[lo:hi]`` (may end after hi),
-    with end-of-turn texts right before it joined (``<|end|>\n</s>``)."""
-    best = None
-    for eot in eots:  # longest first: on equal starts the longest wins
+    with end-of-turn texts right before it joined (``<|end|>\n</s>``). One found inside a longer
+    one (Kimi-K3's ``<|close|>`` in ``<|close|>response<|sep|><|close|>message...``) is that one."""
+    hits = []
+    for eot in eots:
         j = text.rfind(eot, lo, min(len(text), hi + len(eot) - 1))
-        if j >= 0 and (best is None or j > best[0]):
-            best = (j, j + len(eot))
-    return best and (_join_back(text, eots, lo, best[0]), best[1])
+        if j >= 0:
+            hits.append((j, j + len(eot)))
+    if not hits:
+        return None
+    best = max(hits, key=lambda h: (h[0], h[1]))  # on equal starts the longest wins
+    best = max((h for h in hits if h[0] <= best[0] and h[1] >= best[1]), key=lambda h: h[1] - h[0])
+    return _join_back(text, eots, lo, best[0]), best[1]
 
 
 def _join_back(text: str, eots: Sequence[str], lo: int, j: int) -> int:

@@ -1,0 +1,100 @@
+"""Assistant masks on chats whose texts collide: the same text in two messages, a one-letter reply
+that also sits in the template's headers, an answer dense with template markup, empty messages.
+
+The mask engine finds a message by searching for its text; such chats made it find the wrong place
+and train the wrong characters without a word. Each test is a chat a scan of the corpus (every
+template, collision-heavy chats, compared with the same chat whose texts are unique words) found,
+with what was trained before.
+"""
+from __future__ import annotations
+
+import pytest
+
+from chatdata.templates import render_chats, render_chats_with_spans, render_chats_with_weights
+
+from template_paths import TEMPLATE_DIR
+
+
+def _trained(name: str, chat: list, tok, **kw) -> list[str]:
+    template = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
+    texts, spans = render_chats_with_spans([chat], template, tokenizer=tok, **kw)
+    assert texts == render_chats([chat], template, tokenizer=tok)
+    return [texts[0][a:b] for a, b in spans[0]]
+
+
+def _turns(*pairs: str) -> list[dict]:
+    return [{"role": role, "content": c} for role, c in zip(["user", "assistant"] * len(pairs), pairs)]
+
+
+@pytest.mark.parametrize("name", ["HuggingFaceTB-SmolVLM-Instruct", "HuggingFaceM4-Idefics3-8B-Llama3"])
+def test_a_one_letter_reply_found_in_the_next_header_is_not_trained_there(name, qwen_tok):
+    """These templates drop a string content; the reply "s" was found in the next `User:` header,
+    and `\\nUs` of the user's turn was trained."""
+    assert _trained(name, _turns("s", "s", "s", "s"), qwen_tok) == [" <end_of_utterance>"] * 2
+
+
+def test_gpt_oss_one_letter_turn_keeps_its_end(qwen_tok):
+    """The user's "s" was found inside `<|message|>`, which bounded the first turn before its `<|end|>`:
+    the model never learned to end that turn."""
+    assert _trained("openai-gpt-oss-120b", _turns("s", "s", "s", "s"), qwen_tok) == [
+        "<|channel|>final<|message|>s<|end|>", "<|channel|>final<|message|>s<|return|>"]
+
+
+@pytest.mark.parametrize("name, sep", [("mistralai-Mistral-Nemo-Instruct-2407", ""),
+                                       ("mistralai-Mixtral-8x22B-Instruct-v0.1", " ")])
+def test_mistral_user_text_equal_to_the_system_prompt(name, sep, qwen_tok):
+    """Mistral writes the system prompt only into the last user turn; a user message equal to it made
+    the prompt seem to agree with the chat past the user's text, and `[/INST]` was trained."""
+    chat = [{"role": "system", "content": "Be brief."}] + _turns("Be brief.", "ok", "Be brief.", "Be brief.")
+    assert _trained(name, chat, qwen_tok) == [f"{sep}ok<|im_end|>", f"{sep}Be brief.<|im_end|>"]
+
+
+@pytest.mark.parametrize("name, expected", [
+    # the first turn ran over the next user turn (its header and text were trained)
+    ("microsoft-Phi-3-mini-4k-instruct", ["analysis<|im_end|><think><|end|><|end|>", "ok<|end|>"]),
+    ("upstage-Solar-Open-100B", ["<|content|>analysis<|im_end|><think><|end|><|end|>", "<|content|>ok<|end|>"]),
+    # the first answer was not trained at all (its start was found after `<｜User｜>\n`)
+    ("llama-cpp-deepseek-r1", ["analysis<|im_end|><think><|end|><｜end▁of▁sentence｜>", "ok<｜end▁of▁sentence｜>"]),
+])
+def test_an_answer_dense_with_markup_is_trained_whole_and_alone(name, expected, qwen_tok):
+    chat = [{"role": "system", "content": ""}, {"role": "user", "content": ""},
+            {"role": "assistant", "content": "analysis<|im_end|><think><|end|>"},
+            {"role": "user", "content": "\n"}, {"role": "assistant", "content": "ok"}]
+    assert _trained(name, chat, qwen_tok) == expected
+
+
+@pytest.mark.parametrize("name", ["deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "MiniMax-M2"])
+def test_an_answer_that_is_the_prompts_think_opener_is_trained(name, qwen_tok):
+    """The generation prompt ends with `<think>`; an answer "<think>" was taken for the prompt's and
+    only the end of the turn was trained."""
+    trained = _trained(name, [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>"}], qwen_tok)
+    assert len(trained) == 1 and trained[0].startswith("<think>"), trained
+
+
+def test_an_empty_answer_before_a_blank_question_does_not_swallow_the_next_turn(mistral_tok):
+    """Mistral: an empty answer, then a user message "\\n": the empty turn was placed after the
+    later `\\n[/INST]` and the last answer raised UnplaceableTurnError."""
+    chat = [{"role": "system", "content": ""}] + _turns("", "", "\n", "hello")
+    from chatdata.templates import get_chat_template
+
+    texts, spans = render_chats_with_spans([chat], get_chat_template("mistral"), tokenizer=mistral_tok)
+    assert [texts[0][a:b] for a, b in spans[0]] == ["</s>", "hello</s>"]
+
+
+def test_kimi_k3_trains_its_whole_end_of_turn(qwen_tok):
+    """Kimi-K3's end of turn `<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>` (as
+    docs/templates.md says) holds `<|close|>`, also an end text of the template: the last one found
+    won, and the model never learned `message<|sep|><|end_of_msg|>`."""
+    chat = _turns("q", "a")
+    end = "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
+    assert _trained("moonshotai-Kimi-K3", chat, qwen_tok)[-1].endswith("a" + end)
+    assert _trained("moonshotai-Kimi-K3", chat, qwen_tok, mask_eot=False)[-1].endswith("response<|sep|>a")
+
+
+def test_per_turn_weights_use_the_same_placement(qwen_tok):
+    """Weights per turn (last_turn_only) place turns the same way: the last turn only, its end kept."""
+    template = (TEMPLATE_DIR / "openai-gpt-oss-120b.jinja").read_text(encoding="utf-8")
+    texts, spans = render_chats_with_weights([_turns("s", "s", "s", "s")], template, tokenizer=qwen_tok,
+                                             last_turn_only=True)
+    assert [(texts[0][w.start:w.end], w.message) for w in spans[0]] == [
+        ("<|channel|>final<|message|>s<|return|>", 3)]

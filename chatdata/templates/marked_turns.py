@@ -29,7 +29,7 @@ from typing import Any
 
 from .fast_turns import bounds_for
 from .message_spans import _marker_base, _place_together, _substituted, content_slots
-from .message_words import _owned_pieces
+from .message_words import _reasoning_texts
 from .profile import MARKER_RE, TemplateProfile
 from .render import Renderer
 from .turns import turn_spans
@@ -38,23 +38,22 @@ __all__ = ["ambiguous", "place_turns"]
 
 
 def ambiguous(chat: list, text: str, profile: TemplateProfile) -> bool:
-    """Whether searching for a message's words in ``text`` may find the wrong place: one of them
-    (content, reasoning, tool-call argument) equals another, occurs in the rendering more than
-    once, or holds template markup (a marker, an end-of-turn text, the generation header)."""
+    """Whether searching for a message's text in ``text`` may find the wrong place: the text of
+    one message (content or reasoning) equals another's, occurs in the rendering more than once,
+    or holds template markup (a marker, an end-of-turn text, the generation header). Tool-call
+    arguments, which tool replies and answers often repeat ("Tokyo"), are placed as the call's own
+    words already (:func:`~.message_words._next_bound`)."""
+    bodies = [b for m in chat for b in _texts(m) + _reasoning_texts(m) if b]
+    if len(set(bodies)) < len(bodies):  # equal texts: also where one is not rendered (a prompt's copy)
+        return True
+    joined = "\0".join(bodies)  # one pass for the markup
     header = profile.header.strip()
-    seen: set[str] = set()
-    for message in chat:
-        for body in _owned_pieces(message) if message.get("role") == "assistant" else _texts(message):
-            if not body:
-                continue
-            if body in seen:  # equal texts: also where one of them is not rendered (a prompt's copy)
-                return True
-            seen.add(body)
-            i = text.find(body)
-            if i >= 0 and text.find(body, i + 1) >= 0:
-                return True
-            if MARKER_RE.search(body) or (header and header in body) or any(e in body for e in profile.eots):
-                return True
+    if MARKER_RE.search(joined) or (header and header in joined) or any(e in joined for e in profile.eots):
+        return True
+    for body in bodies:
+        i = text.find(body)
+        if i >= 0 and text.find(body, i + 1) >= 0:
+            return True
     return False
 
 

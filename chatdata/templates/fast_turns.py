@@ -20,7 +20,7 @@ from .errors import TemplateError
 from .probes import probe_chats, tool_name_of
 from .profile import TemplateProfile
 from .render import Renderer, prepare_chat
-from .message_words import _next_bound, _owned_pieces, _texts_end
+from .message_words import _next_bound, _owned_end, _texts_end
 from .turns import _first_eot, _join_back, _only_markup, turn_bounds
 
 _FAST_OK: dict[tuple, bool] = {}
@@ -62,12 +62,7 @@ def fast_bounds(chat: list, text: str, profile: TemplateProfile, *, continued: b
             floor = len(text)
             continue
         bound = _next_bound(text, chat, k, s)
-        owned = s
-        for p in _owned_pieces(m):
-            if p:
-                i = text.find(p, s, bound)
-                if i >= 0:
-                    owned = max(owned, i + len(p))
+        owned = _owned_end(text, m, s, bound)
         hit = _first_eot(text, eots, owned, bound)
         if hit is None:
             return None

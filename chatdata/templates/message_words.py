@@ -77,16 +77,22 @@ def _inside_marker(text: str, i: int, n: int) -> bool:
 
 def _own_spans(text: str, pieces: list[str], pos: int) -> list[tuple[int, int]]:
     """``[start, end)`` of the first occurrences from ``pos`` of a message's ``pieces`` (its
-    content, reasoning and tool-call argument values; a piece it holds twice: its first two)."""
-    spans = []
+    content, reasoning and tool-call argument values; a piece it holds twice: its first two).
+    A piece is never found inside a marker (an argument ``"a"`` in ``<|im_start|>``) nor inside
+    a longer piece found already (an argument ``"Paris"`` in the content "Checking Paris" is the
+    one the tool call writes after it)."""
+    spans: list[tuple[int, int]] = []
     counts: dict[str, int] = {}
     for p in pieces:
         if p:
             counts[p] = counts.get(p, 0) + 1
-    for p, n in counts.items():
+    for p in sorted(counts, key=len, reverse=True):
         a = pos - 1
-        for _ in range(n):
+        for _ in range(counts[p]):
             a = text.find(p, a + 1)
+            while a >= 0 and (_inside_marker(text, a, len(p)) or
+                              any(x <= a and a + len(p) <= y for x, y in spans)):
+                a = text.find(p, a + 1)
             if a < 0:
                 break
             spans.append((a, a + len(p)))

@@ -18,7 +18,7 @@ from template_paths import TEMPLATE_DIR
 def _trained(name: str, chat: list, tok, **kw) -> list[str]:
     template = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
     texts, spans = render_chats_with_spans([chat], template, tokenizer=tok, **kw)
-    assert texts == render_chats([chat], template, tokenizer=tok)
+    assert texts == render_chats([chat], template, tokenizer=tok, tools=kw.get("tools"))
     return [texts[0][a:b] for a, b in spans[0]]
 
 
@@ -98,3 +98,33 @@ def test_per_turn_weights_use_the_same_placement(qwen_tok):
                                              last_turn_only=True)
     assert [(texts[0][w.start:w.end], w.message) for w in spans[0]] == [
         ("<|channel|>final<|message|>s<|return|>", 3)]
+
+
+def _call(city: str) -> list:
+    return [{"id": "call1abcd", "type": "function", "function": {"name": "get_weather", "arguments": {"city": city}}}]
+
+
+def test_an_argument_also_in_the_turns_text_still_trains_the_call(qwen_tok):
+    """GigaChat 3 writes the call after the text in a block of its own: the argument "Paris" was found
+    inside "Checking Paris", the turn ended after the text, and the whole `function call` block
+    (what the model must learn to write) was left untrained."""
+    from mask_chats import WEATHER
+
+    chat = [{"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "Checking Paris", "tool_calls": _call("Paris")},
+            {"role": "tool", "content": "sun", "tool_call_id": "call1abcd", "name": "get_weather"},
+            {"role": "assistant", "content": "Sunny."}]
+    assert _trained("GigaChat3-10B-A1.8B", chat, qwen_tok, tools=[WEATHER])[0] == (
+        'Checking Paris<|message_sep|>\n\nfunction call<|role_sep|>\n'
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}<|message_sep|>')
+
+
+def test_an_argument_the_template_drops_is_not_found_inside_a_marker(qwen_tok):
+    """Qwen1.5 renders no tool calls: the argument "a" was found in the next `<|im_start|>` and the
+    turn was trained up to it (`\\n<|im_sta`)."""
+    from mask_chats import WEATHER
+
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<b>hi</b>", "tool_calls": _call("a")},
+            {"role": "tool", "content": "r", "tool_call_id": "call1abcd", "name": "get_weather"},
+            {"role": "assistant", "content": "ok"}]
+    assert _trained("Qwen-Qwen1.5-72B-Chat", chat, qwen_tok, tools=[WEATHER]) == ["<b>hi</b><|im_end|>", "ok"]

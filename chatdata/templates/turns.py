@@ -77,6 +77,10 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
     s = _agreement(prompt, text)
     if prompt is not None and s == len(prompt) and s >= floor:
         return s
+    if prompt is not None and s >= floor:
+        j = _own_text_before(text, s, chat[k])
+        if j is not None and j >= floor:
+            return j
     if k and chat[k - 1].get("role") != "assistant":
         body = _text_of(chat[k - 1])
         floor = _message_end(text, chat[k - 1], floor)
@@ -114,6 +118,17 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
             if j >= 0:
                 return j + len(h)
     return None
+
+
+def _own_text_before(text: str, s: int, message: dict) -> int | None:
+    """Where the message's text starts, when it starts before ``s`` and runs past it: the prompt
+    went on like the answer by chance (Apriel-1.6's ``Here are my reasoning steps:`` against the
+    answer "Here you go", which lost its ``Here``)."""
+    body = _text_of(message)
+    if len(body) < 2:
+        return None
+    j = text.find(body, max(0, s - len(body) + 1), s - 1 + len(body))
+    return j if 0 <= j < s else None
 
 
 def _ends_with_header(text: str, lo: int, hi: int, header: str) -> bool:

@@ -128,3 +128,12 @@ def test_an_argument_the_template_drops_is_not_found_inside_a_marker(qwen_tok):
             {"role": "tool", "content": "r", "tool_call_id": "call1abcd", "name": "get_weather"},
             {"role": "assistant", "content": "ok"}]
     assert _trained("Qwen-Qwen1.5-72B-Chat", chat, qwen_tok, tools=[WEATHER]) == ["<b>hi</b><|im_end|>", "ok"]
+
+
+@pytest.mark.parametrize("answer", ["Here you go", "Hello there", "Heat"])
+def test_an_answer_starting_like_the_generation_prompt_is_trained_whole(answer, qwen_tok):
+    """Apriel-1.6's prompt ends `<|begin_assistant|>\\nHere are my reasoning steps:\\n`, which a final
+    turn does not have: an answer "Here you go" agreed with it up to "Here " and only "you go" was
+    trained."""
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": answer}]
+    assert _trained("Apriel-1.6-15b-Thinker-fixed", chat, qwen_tok) == [answer]

@@ -62,7 +62,7 @@ def fast_bounds(chat: list, text: str, profile: TemplateProfile, *, continued: b
             floor = len(text)
             continue
         bound = _next_bound(text, chat, k, s)
-        owned = _owned_end(text, m, s, bound)
+        owned = _owned_end(text, chat, k, s, bound)
         hit = _first_eot(text, eots, owned, bound)
         if hit is None:
             return None

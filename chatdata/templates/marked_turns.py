@@ -29,7 +29,7 @@ from typing import Any
 
 from .fast_turns import bounds_for
 from .message_spans import _marker_base, _place_together, _substituted, content_slots
-from .message_words import _reasoning_texts
+from .message_words import _owned_pieces, _reasoning_texts
 from .profile import MARKER_RE, TemplateProfile
 from .render import Renderer
 from .turns import turn_spans
@@ -89,6 +89,10 @@ def _marked(renderer: Renderer, chat: list, text: str, continued: Any) -> _Marke
         return None
     base = _marker_base(text, chat)
     marks = {slot: f"{base}{n}x" for n, slot in enumerate(slots)}
+    replaced = {v.strip() for v in slots.values()}
+    words = {p for m in chat if m.get("role") == "assistant" for p in _owned_pieces(m) if p and p not in replaced}
+    if any(w in mark for w in words for mark in marks.values()):
+        return None  # a word kept as it is (an argument "x") would be found inside the marker words
     marked = _substituted(chat, marks)
     try:
         rendered = renderer.render(marked, continue_final_message=continued)

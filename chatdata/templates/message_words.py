@@ -7,7 +7,7 @@ the bounds they set (where its text ends, where the next message's text starts).
 Example:
     >>> text = "<|im_start|>assistant\nok<|im_end|>\n<|im_start|>user\nok<|im_end|>\n"
     >>> chat = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "ok"}]
-    >>> _owned_end(text, chat[0], 0, len(text)), _next_bound(text, chat, 0, 0)  # the user's "ok" is not its own
+    >>> _owned_end(text, chat, 0, 0, len(text)), _next_bound(text, chat, 0, 0)  # the user's "ok" is not its own
     (24, 52)
 """
 from __future__ import annotations
@@ -127,12 +127,19 @@ def _written_forms(value: str) -> list[str]:
     return forms
 
 
-def _owned_end(text: str, message: dict, s: int, bound: int) -> int:
-    """The furthest end, in ``text[s:bound]``, of the message's content, reasoning and tool-call
+def _owned_end(text: str, chat: list, k: int, s: int, bound: int) -> int:
+    """The furthest end, in ``text[s:bound]``, of message ``k``'s content, reasoning and tool-call
     argument values (``s`` if none is found): their first occurrences from ``s``, not the last
     ones before ``bound``, which may sit in the markup after the turn (a reply ``"s"`` in the
-    ``<|user|>`` that follows it)."""
-    return max([s] + [b for a, b in _own_spans(text, _owned_pieces(message), s) if b <= bound])
+    ``<|user|>`` that follows it), and none at or after the next assistant message's text (an
+    argument the template does not write, ``"x"``, found in a later answer)."""
+    for j in range(k + 1, len(chat)):
+        body = _text_of(chat[j]) if chat[j].get("role") == "assistant" else ""
+        if body:
+            i = text.find(body, s, bound)
+            bound = i if i >= 0 else bound
+            break
+    return max([s] + [b for a, b in _own_spans(text, _owned_pieces(chat[k]), s) if b <= bound])
 
 
 def _reasoning_texts(message: dict) -> list[str]:

@@ -245,7 +245,7 @@ def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) ->
     chat = pre.chat
     c = max(_agreement(pre(k + 1, False), text), s)
     bound = _next_bound(text, chat, k, s)
-    owned = _owned_end(text, chat[k], s, bound)  # first occurrences: not a short content's match in later markup
+    owned = _owned_end(text, chat, k, s, bound)  # first occurrences: not a short content's match in later markup
     bound = _next_header(text, profile.header, max(c, owned), bound)
     c = _first_opener(text, owned, min(c, bound), c)  # shared text after the turn: cut where the next opens
     if profile.eots:

@@ -137,3 +137,16 @@ def test_an_answer_starting_like_the_generation_prompt_is_trained_whole(answer, 
     trained."""
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": answer}]
     assert _trained("Apriel-1.6-15b-Thinker-fixed", chat, qwen_tok) == [answer]
+
+
+def test_an_argument_the_template_drops_is_not_found_in_a_later_turn(qwen_tok):
+    """Phi-3 renders no tool calls nor tool replies: the argument "x" was looked for after the turn,
+    found in a later answer, and the turn was trained over the next one."""
+    from mask_chats import WEATHER
+
+    chat = [{"role": "user", "content": "call"}, {"role": "assistant", "content": "call", "tool_calls": _call("x")},
+            {"role": "tool", "content": "r", "tool_call_id": "call1abcd", "name": "get_weather"},
+            {"role": "assistant", "content": "next"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "box"}]
+    assert _trained("microsoft-Phi-3-mini-4k-instruct", chat, qwen_tok, tools=[WEATHER]) == [
+        "call<|end|>", "next<|end|>", "box<|end|>"]

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from typing import Any
 
 from .fast_turns import bounds_for
-from .message_spans import _marker_base, _place_together, _substituted, content_slots
+from .message_spans import _place_together, _substituted, content_slots
 from .message_words import _owned_pieces, _reasoning_texts
 from .profile import MARKER_RE, TemplateProfile
 from .render import Renderer
@@ -87,12 +87,11 @@ def _marked(renderer: Renderer, chat: list, text: str, continued: Any) -> _Marke
              if not _parsed_by_templates(m, value)}
     if not slots:
         return None
-    base = _marker_base(text, chat)
-    marks = {slot: f"{base}{n}x" for n, slot in enumerate(slots)}
     replaced = {v.strip() for v in slots.values()}
-    words = {p for m in chat if m.get("role") == "assistant" for p in _owned_pieces(m) if p and p not in replaced}
-    if any(w in mark for w in words for mark in marks.values()):
-        return None  # a word kept as it is (an argument "x") would be found inside the marker words
+    kept = {p for m in chat if m.get("role") == "assistant" for p in _owned_pieces(m) if p and p not in replaced}
+    marks = _marker_words(list(slots), text, chat, kept)
+    if marks is None:
+        return None
     marked = _substituted(chat, marks)
     try:
         rendered = renderer.render(marked, continue_final_message=continued)
@@ -107,6 +106,36 @@ def _marked(renderer: Renderer, chat: list, text: str, continued: Any) -> _Marke
     order = sorted((rendered.index(marks[slot]), slot) for slot in placed)
     return _Marked(marked, rendered, [i for i, _ in order], [i + len(marks[slot]) for i, slot in order],
                    [placed[slot][0] for _, slot in order], [placed[slot][1] for _, slot in order])
+
+
+_LETTERS = "ZQJXKVWYBCDFGHLMNPRSTzqjxkvwybcdfghlmnprst"
+
+
+def _marker_words(slots: list, text: str, chat: list, kept: set) -> dict | None:
+    """A word per slot, all of one length, that occurs nowhere in the chat, and in which no word
+    kept as it is (a tool-call argument ``"x"``) can be found: none holds a kept word's first
+    character. None when too few letters are left."""
+    avoid = {w[0] for w in kept}
+    letters = [c for c in _LETTERS if c not in avoid]
+    if len(letters) < 4:
+        return None
+    head, end, digits = letters[0], letters[1], letters[2:]
+    width, n = 1, len(slots)
+    while len(digits) ** width < n:
+        width += 1
+
+    def spell(i: int) -> str:
+        out = ""
+        for _ in range(width):
+            i, r = divmod(i, len(digits))
+            out += digits[r]
+        return out
+
+    base = head * 3
+    blob = text + repr(chat)
+    while base in blob:
+        base += head
+    return {slot: f"{base}{spell(i)}{end}" for i, slot in enumerate(slots)}
 
 
 def place_turns(renderer: Renderer, chat: list, text: str, profile: TemplateProfile, *, continued: bool = False,

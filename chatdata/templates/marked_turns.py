@@ -39,21 +39,68 @@ __all__ = ["ambiguous", "place_turns"]
 
 def ambiguous(chat: list, text: str, profile: TemplateProfile) -> bool:
     """Whether searching for a message's text in ``text`` may find the wrong place: the text of
-    one message (content or reasoning) equals another's, occurs in the rendering more than once,
-    or holds template markup (a marker, an end-of-turn text, the generation header). Tool-call
-    arguments, which tool replies and answers often repeat ("Tokyo"), are placed as the call's own
-    words already (:func:`~.message_words._next_bound`)."""
+    one message (content or reasoning) equals another's, holds template markup (a marker, an
+    end-of-turn text, the generation header), or occurs again near where it is rendered (within
+    :data:`NEAR` characters: in a header, the next or the previous message). The placement looks
+    for a message's words within its own turn, so an occurrence far away (the same word a hundred
+    turns later) cannot mislead it; looking only nearby keeps this check linear in the chat's
+    length. Tool-call arguments, which tool replies and answers often repeat ("Tokyo"), are placed
+    as the call's own words already (:func:`~.message_words._next_bound`)."""
     bodies = [b for m in chat for b in _texts(m) + _reasoning_texts(m) if b]
     if len(set(bodies)) < len(bodies):  # equal texts: also where one is not rendered (a prompt's copy)
         return True
-    joined = "\0".join(bodies)  # one pass for the markup
+    # markup matters only in the texts a unique word replaces: an answer holding its reasoning
+    # (`<think>...</think>`, what Qwen3 and DeepSeek-R1 write) and reasoning_content stay as they
+    # are in the marked copy, so a second render could not help them (and most agentic chats hold one)
+    joined = "\0".join(v.strip() for m in chat for _, v in content_slots(m) if not _parsed_by_templates(m, v))
     header = profile.header.strip()
-    if MARKER_RE.search(joined) or (header and header in joined) or any(e in joined for e in profile.eots):
+    if _has_marker(joined) or (header and header in joined) or any(e in joined for e in profile.eots):
         return True
-    for body in bodies:
-        i = text.find(body)
-        if i >= 0 and text.find(body, i + 1) >= 0:
+    cursor = 0
+    for body in (v.strip() for m in chat for _, v in content_slots(m)):  # reasoning is not replaced
+        i = _find(text, body, cursor)  # in rendering order as a rule: each after the one before
+        if i < 0:
+            i = _find(text, body, 0, cursor)  # rendered out of order (a system prompt written last)
+            if i < 0:
+                continue  # not rendered
+        else:
+            cursor = i + len(body)
+        if _find(text, body, max(0, i - NEAR), i + len(body) - 1) >= 0 \
+                or _find(text, body, i + 1, i + len(body) + NEAR) >= 0:
             return True
+    return False
+
+
+def _find(text: str, body: str, start: int, end: int | None = None) -> int:
+    """``text.find(body, start, end)``, looking for a long ``body`` by its first 32 characters:
+    str.find prepares a long needle in time of its length on every call, which made this check
+    cost more than rendering."""
+    if len(body) <= 32:
+        return text.find(body, start, end)
+    probe, stop = body[:32], len(text) if end is None else min(end, len(text))
+    i = text.find(probe, start, stop)
+    while 0 <= i <= stop - len(body):
+        if text.startswith(body, i):
+            return i
+        i = text.find(probe, i + 1, stop)
+    return -1
+
+
+NEAR = 1024
+"""How far (in characters) from where a message is rendered :func:`ambiguous` looks for its text
+again: more than a template's headers between two messages."""
+
+
+def _has_marker(s: str) -> bool:
+    """Whether ``s`` holds template markup (:data:`~.profile.MARKER_RE`), tried only where a
+    marker can start (every marker starts with ``<`` or ``[``): a regex search over whole texts
+    cost as much as the rest of the check."""
+    for opener in "<[":
+        i = s.find(opener)
+        while i >= 0:
+            if MARKER_RE.match(s, i):
+                return True
+            i = s.find(opener, i + 1)
     return False
 
 

@@ -46,18 +46,20 @@ def ambiguous(chat: list, text: str, profile: TemplateProfile) -> bool:
     turns later) cannot mislead it; looking only nearby keeps this check linear in the chat's
     length. Tool-call arguments, which tool replies and answers often repeat ("Tokyo"), are placed
     as the call's own words already (:func:`~.message_words._next_bound`)."""
-    bodies = [b for m in chat for b in _texts(m) + _reasoning_texts(m) if b]
+    slots = [(m, v) for m in chat for _, v in content_slots(m)]
+    texts = [v.strip() for _, v in slots]
+    bodies = [b for b in texts if b] + [b for m in chat for b in _reasoning_texts(m) if b]
     if len(set(bodies)) < len(bodies):  # equal texts: also where one is not rendered (a prompt's copy)
         return True
     # markup matters only in the texts a unique word replaces: an answer holding its reasoning
     # (`<think>...</think>`, what Qwen3 and DeepSeek-R1 write) and reasoning_content stay as they
     # are in the marked copy, so a second render could not help them (and most agentic chats hold one)
-    joined = "\0".join(v.strip() for m in chat for _, v in content_slots(m) if not _parsed_by_templates(m, v))
+    joined = "\0".join(t for (m, v), t in zip(slots, texts) if not _parsed_by_templates(m, v))
     header = profile.header.strip()
     if _has_marker(joined) or (header and header in joined) or any(e in joined for e in profile.eots):
         return True
     cursor = 0
-    for body in (v.strip() for m in chat for _, v in content_slots(m)):  # reasoning is not replaced
+    for body in texts:  # reasoning is not replaced
         i = _find(text, body, cursor)  # in rendering order as a rule: each after the one before
         if i < 0:
             i = _find(text, body, 0, cursor)  # rendered out of order (a system prompt written last)
@@ -102,10 +104,6 @@ def _has_marker(s: str) -> bool:
                 return True
             i = s.find(opener, i + 1)
     return False
-
-
-def _texts(message: dict) -> list[str]:
-    return [v.strip() for _, v in content_slots(message)]
 
 
 class _Marked:

@@ -47,7 +47,7 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..td.storage import write_all
+from ..td.storage import fsync_dir, write_all
 
 __all__ = ["Journal", "read_journal", "branches_from_journal", "StoredBranch"]
 
@@ -137,7 +137,7 @@ class Journal:
         finally:
             os.close(fd)
         if new and self.durable:  # the file's name too: a power loss could drop a new log, fsynced or not
-            _fsync_folder(self.path.parent)
+            fsync_dir(self.path.parent)
         self._header = None
 
     def append(self, record: dict) -> None:
@@ -151,19 +151,6 @@ class Journal:
     def mark_committed(self, shard: str) -> None:
         """Say that shard ``shard`` holds this session (before the manifests name it)."""
         self._write({"committed": shard})
-
-
-def _fsync_folder(path: Path) -> None:
-    """Flush the names created in folder ``path`` (td's storage does the same for its saves, but
-    not on its public face); a no-op where folders cannot be opened (Windows)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except (PermissionError, IsADirectoryError):  # pragma: no cover - Windows
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _cut_torn_tail(path: Path, durable: bool) -> None:
@@ -201,12 +188,12 @@ def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
     it in its session (``b``, ``parent``, ``shared``, ``messages``, ``message``, ``finish``) of
     the wrong shape. Fields in ``packed`` were decoded from int64 bytes: their items need no
     type check."""
-    for field in ("prompt", "ids"):
-        ids = r.get(field)
-        if not isinstance(ids, list) or (field not in packed and any(type(i) is not int for i in ids)):
-            raise ValueError(f"'{field}' must be a list of integers")
+    for name in ("prompt", "ids"):
+        ids = r.get(name)
+        if not isinstance(ids, list) or (name not in packed and any(type(i) is not int for i in ids)):
+            raise ValueError(f"'{name}' must be a list of integers")
         if ids and (min(ids) < 0 or max(ids) >= MAX_TOKEN_ID):
-            raise ValueError(f"'{field}' holds an id outside [0, 2**31): the line is damaged")
+            raise ValueError(f"'{name}' holds an id outside [0, 2**31): the line is damaged")
     if not r["ids"]:
         raise ValueError("'ids' is empty: a completed request sampled at least one id")
     lps = r.get("logprobs")

@@ -29,7 +29,7 @@ Example:
     (['a', 'b'], True)
 """
 from .checksum import checksum_file
-from .fsops import FormatError, check_overwritable, find_orphans, write_all
+from .fsops import FormatError, check_overwritable, find_orphans, fsync_dir, write_all
 from .integrity import FORMAT_NAME, FORMAT_VERSION, LoadedRagged
 from .memmap import MemoryMappedTensor
 from .memmap_api import TensorDictFuture, load_memmap
@@ -44,6 +44,6 @@ _hooks.install()  # memmap methods, consolidate(filename=...)'s buffer, FormatEr
 
 __all__ = [
     "MemoryMappedTensor", "FormatError", "load_memmap", "TensorDictFuture", "save", "load", "save_and_load",
-    "StreamWriter", "check_overwritable", "write_all", "verify", "VerifyReport", "Problem", "find_leftovers", "find_orphans", "checksum_file",
+    "StreamWriter", "check_overwritable", "write_all", "fsync_dir", "verify", "VerifyReport", "Problem", "find_leftovers", "find_orphans", "checksum_file",
     "DetachedWriteWarning", "LoadedRagged", "FORMAT_NAME", "FORMAT_VERSION", "TypedCopyFormat", "register_typed_copy",
 ]

@@ -150,3 +150,14 @@ def test_an_argument_the_template_drops_is_not_found_in_a_later_turn(qwen_tok):
             {"role": "assistant", "content": "box"}]
     assert _trained("microsoft-Phi-3-mini-4k-instruct", chat, qwen_tok, tools=[WEATHER]) == [
         "call<|end|>", "next<|end|>", "box<|end|>"]
+
+
+def test_a_collision_at_the_end_of_a_long_chat_is_found(qwen_tok):
+    """The collision check looks near where each text is rendered (not twice through the whole
+    rendering per message, which grew with turns x length). A one-letter user message after forty
+    turns of other text (its first match is inside gpt-oss's `<|start|>` header) still leaves
+    every turn placed right, the last one included."""
+    pairs = [x for i in range(40) for x in (f"question number {i}", f"answer number {i}")]
+    trained = _trained("openai-gpt-oss-120b", _turns(*pairs, "s", "fine"), qwen_tok)
+    assert trained == [f"<|channel|>final<|message|>answer number {i}<|end|>" for i in range(39)] + [
+        "<|channel|>final<|message|>answer number 39<|end|>", "<|channel|>final<|message|>fine<|return|>"]

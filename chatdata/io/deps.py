@@ -60,13 +60,23 @@ def arrow_json_type():
         True
     """
     pa = require_pyarrow()
-    if not hasattr(pa, "json_"):
-        return None
+    return pa.json_() if hasattr(pa, "json_") and _datasets_reads_arrow_json() else None
+
+
+@functools.cache
+def _datasets_reads_arrow_json() -> bool:
+    """Whether the installed HF datasets (if any) reads ``arrow.json`` (>= 4.7). Asked once per
+    process: reading a package's version scans the installed distributions (~0.8 ms), and
+    :func:`arrow_json_type` is asked for every JSON-text field of every ``to_arrow()``."""
     from importlib import metadata
+
+    from packaging.version import InvalidVersion, Version
 
     try:
         version = metadata.version("datasets")
     except metadata.PackageNotFoundError:
-        return pa.json_()
-    parts = [int("".join(c for c in piece if c.isdigit()) or 0) for piece in version.split(".")[:2]]
-    return pa.json_() if tuple(parts) >= (4, 7) else None
+        return True
+    try:
+        return Version(version).release[:2] >= (4, 7)
+    except InvalidVersion:
+        return False

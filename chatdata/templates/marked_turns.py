@@ -191,18 +191,19 @@ def place_turns(renderer: Renderer, chat: list, text: str, profile: TemplateProf
     the spans to learn of :func:`~.turns.turn_spans` (else None). An :func:`ambiguous` chat is
     placed with its contents replaced by unique words where the template renders that chat as
     ``text`` around them (see the module docstring)."""
-    marked = _marked(renderer, chat, text, continued) if ambiguous(chat, text, profile) else None
-    for c, t in ([(marked.chat, marked.text)] if marked else []) + [(chat, text)]:
+    def placed(c: list, t: str) -> tuple[list, list | None]:
         bounds = bounds_for(renderer, c, t, profile, continued=continued, where=where, fast=fast)
-        sp = turn_spans(renderer, c, t, profile, mask_reasoning=mask_reasoning, mask_eot=mask_eot,
-                        bounds=bounds) if spans else None
-        if c is chat:
-            return bounds, sp
+        return bounds, (turn_spans(renderer, c, t, profile, mask_reasoning=mask_reasoning, mask_eot=mask_eot,
+                                   bounds=bounds) if spans else None)
+
+    marked = _marked(renderer, chat, text, continued) if ambiguous(chat, text, profile) else None
+    if marked is not None:
+        bounds, sp = placed(marked.chat, marked.text)
         got_b = [(b[0], *map(marked.to_text, b[1:])) for b in bounds]
         got_s = [tuple(map(marked.to_text, p)) for p in sp] if spans else None
-        if not any(None in b for b in got_b + (got_s or [])):
+        if not any(None in b for b in got_b + (got_s or [])):  # no bound inside a marker word
             return got_b, got_s
-    raise AssertionError("unreachable")
+    return placed(chat, text)
 
 
 def _parsed_by_templates(message: dict, value: str) -> bool:

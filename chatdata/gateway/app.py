@@ -227,7 +227,9 @@ class Gateway:
             prompt = plan.full
             sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
                                 temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
-                                stop_token_ids=self.stop_token_ids, seed=req.seed,
+                                stop_token_ids=(*self.stop_token_ids, *(i for i in req.stop_token_ids
+                                                                         if i not in self.stop_token_ids)),
+                                seed=req.seed, min_tokens=req.min_tokens, ignore_eos=req.ignore_eos,
                                 presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
                                 top_k=req.top_k, min_p=req.min_p, repetition_penalty=req.repetition_penalty)
             gen = await self.backend.generate(prompt, sampling)

@@ -4,13 +4,14 @@ Both take the prompt as token ids and answer with the ids they sampled, one logp
 a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gateway.md``):
 
 * **vLLM** ``POST {url}/v1/completions`` with ``prompt`` (a list of ids), ``return_token_ids:
-  true`` and ``logprobs: 0``; read ``choices[0].token_ids`` (the sampled ids, the stop token
+  true`` and ``logprobs: 0`` (and the sampling fields: ``min_tokens``, ``ignore_eos``, ...);
+  read ``choices[0].token_ids`` (the sampled ids, the stop token
   included), ``choices[0].logprobs.token_logprobs`` and ``choices[0].finish_reason``
   (``"stop"`` or ``"length"``); ``prompt_token_ids``, when answered, must be the prompt sent.
   vLLM's default ``max_tokens`` is 16, so it is always sent.
 * **SGLang** ``POST {url}/generate`` with ``input_ids``, ``sampling_params`` (``max_new_tokens``,
   ``temperature``, ``top_p``, ``top_k``, ``min_p``, penalties, ``stop``, ``stop_token_ids``,
-  ``sampling_seed``) and
+  ``sampling_seed``, ``min_new_tokens``, ``ignore_eos``) and
   ``return_logprob: true``; read ``output_ids``, ``meta_info.output_token_logprobs`` (one
   ``[logprob, token_id, text]`` per sampled id) and ``meta_info.finish_reason.type``.
 
@@ -56,6 +57,8 @@ class Sampling:
     top_k: int | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
+    min_tokens: int | None = None  # SGLang's min_new_tokens
+    ignore_eos: bool = False
 
 
 _SAME_NAME = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "top_k", "min_p", "repetition_penalty")
@@ -156,10 +159,30 @@ class _HTTPBackend:
             raise _garbage(self.api, f"not a JSON object: {resp.text[:200]!r}")
         return body
 
+    def models_url(self) -> str:  # pragma: no cover - each backend has its own
+        raise NotImplementedError
+
     async def context_length(self) -> int | None | bool:
-        """The backend's context length when it says (vLLM's ``/v1/models`` ``max_model_len``);
-        None when it does not, False when it could not be asked (then it is asked again)."""
-        return None
+        """``max_model_len`` from the server's ``/v1/models`` (vLLM's, and SGLang's beside its
+        ``/generate``); None when the backend answers without it; False when it cannot be
+        reached (still loading: ask again next time, as a None kept for good made every later
+        request use the default max_tokens instead of the room left)."""
+        import httpx
+
+        if self._client is None:
+            await self.start()
+        try:
+            resp = await self._client.get(self.models_url(), timeout=10.0)
+        except httpx.ConnectError:  # nothing listens yet (a slow timeout is an answer: not asked per request)
+            return False
+        except httpx.HTTPError:
+            return None
+        try:
+            data = resp.json().get("data") or []
+            value = data[0].get("max_model_len") if data and isinstance(data[0], dict) else None
+        except Exception:  # noqa: BLE001 - optional information: any other failure means "unknown"
+            return None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _message(text: str) -> str:
@@ -196,6 +219,10 @@ class VLLMBackend(_HTTPBackend):
             p["stop"] = list(s.stop)
         if s.stop_token_ids:
             p["stop_token_ids"] = list(s.stop_token_ids)
+        if s.min_tokens:
+            p["min_tokens"] = s.min_tokens
+        if s.ignore_eos:
+            p["ignore_eos"] = True
         return p
 
     async def generate(self, prompt: PromptIds, s: Sampling) -> Generation:
@@ -214,27 +241,8 @@ class VLLMBackend(_HTTPBackend):
         lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
         return _check(self.api, c["token_ids"], lps, c.get("finish_reason"), s.max_tokens)
 
-    async def context_length(self) -> int | None | bool:
-        """``max_model_len`` from ``/v1/models``; None when the backend answers without it;
-        False when it cannot be reached (still loading: ask again next time, as a None kept for
-        good made every later request use the default max_tokens instead of the room left)."""
-        import httpx
-
-        if self._client is None:
-            await self.start()
-        base = self.url[: -len("/v1/completions")]
-        try:
-            resp = await self._client.get(base + "/v1/models", timeout=10.0)
-        except httpx.ConnectError:  # nothing listens yet (a slow timeout is an answer: not asked per request)
-            return False
-        except httpx.HTTPError:
-            return None
-        try:
-            data = resp.json().get("data") or []
-            value = data[0].get("max_model_len") if data and isinstance(data[0], dict) else None
-        except Exception:  # noqa: BLE001 - optional information: any other failure means "unknown"
-            return None
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    def models_url(self) -> str:
+        return self.url[: -len("/v1/completions")] + "/v1/models"
 
 
 class SGLangBackend(_HTTPBackend):
@@ -260,7 +268,17 @@ class SGLangBackend(_HTTPBackend):
             sp["stop"] = list(s.stop)
         if s.stop_token_ids:
             sp["stop_token_ids"] = list(s.stop_token_ids)
+        if s.min_tokens:
+            sp["min_new_tokens"] = s.min_tokens
+        if s.ignore_eos:
+            sp["ignore_eos"] = True
         return {"sampling_params": sp, "return_logprob": True, "stream": False}
+
+    def models_url(self) -> str:
+        """SGLang's OpenAI ``/v1/models`` (its ``max_model_len`` is the model's context length)
+        at the server's root, beside ``/generate``; without it a request that gave no
+        max_tokens asked for a fixed 4096 whatever room the context had left."""
+        return self.url[: -len("/generate")] + "/v1/models"
 
     async def generate(self, prompt: PromptIds, s: Sampling) -> Generation:
         body = await self._post(self.body(prompt, s))

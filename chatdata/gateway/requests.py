@@ -28,13 +28,15 @@ from typing import Any
 from ..templates.render import unrenderable
 from .body_prefix import BodyMemo, finite_float, not_json_constant, parse_body
 from .errors import GatewayError
+from .fields import refuse_unhonoured, template_vars
 
 __all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key", "reserved_names"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
 # vLLM's constrained decoding (extra_body): like a JSON response_format, it cannot be honoured
-_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
+_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
+           "regex", "ebnf")  # SGLang's
 # (``template`` and ``self`` name the renderer's and the conversation's own arguments: a TypeError, a 500)
 _RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "tokenizer", "chat_template",
                        "chat_template_name", "history", "template", "self"})
@@ -69,6 +71,9 @@ class ChatRequest:
     top_k: int | None = None
     min_p: float | None = None
     repetition_penalty: float | None = None
+    min_tokens: int | None = None
+    ignore_eos: bool = False
+    stop_token_ids: list[int] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
     logprobs: bool = False
@@ -229,6 +234,18 @@ def _unsupported(body: dict) -> None:
     if fmt is not None and kind != "text":
         raise _bad(f"'response_format' {kind or fmt!r:.200} is not supported: the gateway does not constrain "
                    "decoding (only {\"type\": \"text\"}); ask for JSON in the messages instead", "response_format")
+    err = refuse_unhonoured(body)
+    if err is not None:
+        raise err
+
+
+def _token_ids(body: dict, name: str) -> list[int]:
+    v = body.get(name)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**31 for i in v):
+        raise _bad(f"'{name}' must be a list of token ids (integers in [0, 2**31)), got {v!r:.200}", name)
+    return v
 
 
 def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
@@ -261,6 +278,7 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     for key, value in body.items():
         if key != "messages":
             _check_again(value, key)
+    tools, tool_choice = _tools(body), _tool_choice(body)  # their forms, before what is refused of them
     _unsupported(body)
     n = _integer(body, "n", 1)
     if n not in (None, 1):
@@ -281,21 +299,22 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     if taken:
         raise _bad(f"'chat_template_kwargs' may not set {taken} (only template variables; the gateway sets these "
                    "itself)", "chat_template_kwargs")
-    docs = (kwargs or {}).get("documents")
-    if docs is not None and not (isinstance(docs, list) and all(isinstance(d, dict) for d in docs)):
-        raise _bad(f"'chat_template_kwargs.documents' must be a list of objects, got {docs!r:.200}",
-                   "chat_template_kwargs")
+    for where, docs in (("chat_template_kwargs.documents", (kwargs or {}).get("documents")),
+                        ("documents", body.get("documents"))):
+        if docs is not None and not (isinstance(docs, list) and all(isinstance(d, dict) for d in docs)):
+            raise _bad(f"'{where}' must be a list of objects, got {docs!r:.200}", where.split(".")[0])
     seed = _integer(body, "seed")
     return ChatRequest(
-        raw_messages=msgs, model=model, tools=_tools(body), tool_choice=_tool_choice(body),
+        raw_messages=msgs, model=model, tools=tools, tool_choice=tool_choice,
         temperature=_number(body, "temperature", 0.0, 2.0), top_p=_number(body, "top_p", 0.0, 1.0),
         max_tokens=max_tokens, stop=_stop(body), seed=seed,
         presence_penalty=_number(body, "presence_penalty", -2.0, 2.0),
         frequency_penalty=_number(body, "frequency_penalty", -2.0, 2.0),
         top_k=_integer(body, "top_k", -1), min_p=_number(body, "min_p", 0.0, 1.0),
-        repetition_penalty=_positive(body, "repetition_penalty"),
+        repetition_penalty=_positive(body, "repetition_penalty"), min_tokens=_integer(body, "min_tokens", 0),
+        ignore_eos=_flag(body, "ignore_eos"), stop_token_ids=_token_ids(body, "stop_token_ids"),
         stream=_flag(body, "stream"), include_usage=bool(opts and opts.get("include_usage")),
-        logprobs=_flag(body, "logprobs"), template_kwargs=dict(kwargs or {}), known=known, memo=memo,
+        logprobs=_flag(body, "logprobs"), template_kwargs=template_vars(body, kwargs), known=known, memo=memo,
     )
 
 
@@ -310,6 +329,9 @@ def _text(content: Any, where: str) -> str | None:
                 parts.append(p)
             elif isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str):
                 parts.append(p["text"])
+            elif isinstance(p, dict) and p.get("type") == "text":  # was "only text parts are supported, got 'text'"
+                raise _bad(f"{where}.content[{j}]: a text part needs a string 'text', got {p.get('text')!r:.100}",
+                           f"{where}.content")
             else:
                 kind = p.get("type") if isinstance(p, dict) else type(p).__name__
                 raise _bad(f"{where}.content[{j}]: only text parts are supported, got {kind!r}", f"{where}.content")

@@ -174,6 +174,8 @@ BAD_REQUESTS = [
      "messages[1].function_call (the deprecated form of tool_calls) is not supported"),
     ("logit_bias", json.dumps(_chat(logit_bias={"15": -100})).encode(), "'logit_bias' is not supported"),
     ("guided_json", json.dumps(_chat(guided_json={"type": "object"})).encode(), "'guided_json' is not supported"),
+    ("a text part without text", json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).encode(),
+     "messages[0].content[0]: a text part needs a string 'text'"),
     ("top_k -2", json.dumps(_chat(top_k=-2)).encode(), "'top_k' must be >= -1"),
     ("min_p 1.5", json.dumps(_chat(min_p=1.5)).encode(), "'min_p' must be between 0.0 and 1.0"),
     ("repetition_penalty 0", json.dumps(_chat(repetition_penalty=0)).encode(), "'repetition_penalty' must be a positive"),
@@ -241,6 +243,26 @@ def test_vllms_sampling_extras_reach_the_backend(scripted, tok, tmp_path, path, 
         assert r.status_code == 200, r.text
         sent = scripted.last_body[where] if where else scripted.last_body
         assert {k: sent.get(k) for k in asked} == asked
+    run(app, talk)
+
+
+@pytest.mark.parametrize("path, names", [("", ("min_tokens", "ignore_eos")),
+                                         ("/generate", ("min_new_tokens", "ignore_eos"))])
+def test_min_tokens_ignore_eos_and_stop_token_ids_reach_the_backend(scripted, tok, tmp_path, path, names):
+    """vLLM's min_tokens, ignore_eos and stop_token_ids were dropped: the answer was sampled
+    without them. The template's end-of-turn id stays a stop id (first, once)."""
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}{path}", tok, tmp_path / "out", durable=False)
+    eot = tok.convert_tokens_to_ids(EOT)
+
+    async def talk(http):
+        r = await http.post("/v1/chat/completions", json=_chat(min_tokens=2, ignore_eos=True, stop_token_ids=[7, eot]))
+        assert r.status_code == 200, r.text
+        sent = scripted.last_body["sampling_params"] if path else scripted.last_body
+        assert [sent.get(n) for n in names] == [2, True] and sent["stop_token_ids"] == [eot, 7]
+        r = await http.post("/v1/chat/completions", json=_chat(min_tokens=0, ignore_eos=False))
+        assert r.status_code == 200, r.text
+        sent = scripted.last_body["sampling_params"] if path else scripted.last_body
+        assert not set(names) & set(sent) and sent["stop_token_ids"] == [eot]
     run(app, talk)
 
 

@@ -29,11 +29,11 @@ from typing import Any
 from .backends import Sampling, make_backend
 from .errors import GatewayError
 from .journal import read_journal
-from .requests import parse_chat_request, reserved_names
+from .requests import parse_chat_request, reserved_names, verbatim_chars
 from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
 from .sessions import SessionTable, openai_message
 from .store import SessionStore
-from .token_bytes import TokenBytes
+from .token_bytes import TokenBytes, longest_token
 
 __all__ = ["Gateway", "create_app"]
 
@@ -141,6 +141,7 @@ class Gateway:
         self.idle_timeout = idle_timeout
         self.default_max_tokens = default_max_tokens
         self._context: int | None | bool = False  # False: not known yet (not asked, or the backend was down)
+        self._longest: int | None = None  # longest_token(tokenizer), once a request needs it
         self._idle_task: asyncio.Task | None = None
         self._commit_lock: asyncio.Lock | None = None
         self.started = time.time()
@@ -202,9 +203,30 @@ class Gateway:
             return await asyncio.to_thread(self.store.commit, [s.journal.path for s in sessions])
 
     # -- requests -------------------------------------------------------------------------------------
-    async def _max_tokens(self, asked: int | None, prompt_len: int) -> int:
+    async def _context_length(self) -> int | None:
         if self._context is False:
             self._context = await self.backend.context_length()
+        return self._context or None
+
+    def _check_fits(self, new_messages: list, context: int | None) -> None:
+        """Refuse, before rendering, new messages whose text alone cannot fit the context (a
+        token holds at most ``longest_token`` characters): a 10 MB tool output was rendered and
+        encoded on the event loop, every session waiting for it (seconds per MB), and then
+        refused as too long for the context anyway."""
+        if not context:
+            return
+        chars = verbatim_chars(new_messages)
+        if chars <= context:  # at least one character per token
+            return
+        if self._longest is None:
+            self._longest = longest_token(self.tokenizer)
+        if chars > context * self._longest:
+            raise GatewayError(400, f"the new messages hold {chars} characters, more than the backend's context of "
+                                    f"{context} tokens can hold (a token is at most {self._longest} characters)",
+                               param="messages", code="context_length_exceeded")
+
+    async def _max_tokens(self, asked: int | None, prompt_len: int) -> int:
+        await self._context_length()
         if self._context:
             room = self._context - prompt_len
             if room <= 0:
@@ -217,8 +239,11 @@ class Gateway:
     async def chat(self, raw: bytes, session_header: str | None) -> tuple[dict, dict, Any]:
         """Serve one chat request: returns (response body pieces, headers, request)."""
         sid = _session_header(session_header)
+        context = await self._context_length()  # asked first: no await may come between route and prepare
         req = parse_chat_request(raw, self.table.memo_for(raw, sid))
-        plan = self.table.prepare(self.table.route(req, sid), req)
+        plan = self.table.route(req, sid)
+        self._check_fits(req.raw_messages[plan.k:], context)
+        plan = self.table.prepare(plan, req)
         counted = plan.session
         if counted is not None:
             counted.inflight += 1

@@ -30,7 +30,7 @@ from .body_prefix import BodyMemo, finite_float, not_json_constant, parse_body
 from .errors import GatewayError
 from .fields import refuse_unhonoured, template_vars
 
-__all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key", "reserved_names"]
+__all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key", "reserved_names", "verbatim_chars"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
@@ -415,6 +415,28 @@ def normalize_message(m: dict, i: int) -> dict:
                 raise _bad(f"{where}.{key} must be a string, got {v!r}", f"{where}.{key}")
             out[key] = v
     return out
+
+
+def verbatim_chars(messages: list) -> int:
+    """The characters of the ``content`` of the system, developer, user and tool messages among
+    ``messages`` (raw, as sent): text every template writes whole (an assistant's may be cut, as
+    Qwen3 drops past reasoning). Malformed content counts 0 (it is refused when normalised).
+
+    Example:
+        >>> verbatim_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
+        ...                 {"role": "tool", "content": [{"type": "text", "text": "de"}]}])
+        5
+    """
+    n = 0
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "tool"):
+            continue
+        c = m.get("content")
+        if isinstance(c, str):
+            n += len(c)
+        elif isinstance(c, list):
+            n += sum(len(p["text"]) for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return n
 
 
 def message_key(m: dict) -> tuple:

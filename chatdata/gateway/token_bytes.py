@@ -25,7 +25,7 @@ from typing import Any
 from ..templates.backend import rust_backend
 from ..templates.tiktoken_bpe import byte_level_chars
 
-__all__ = ["TokenBytes"]
+__all__ = ["TokenBytes", "longest_token"]
 
 _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -41,6 +41,20 @@ def _decoder_kinds(backend: Any) -> set[str]:
         return set()
     steps = state.get("decoders", [state]) if isinstance(state, dict) else []
     return {s.get("type") for s in steps if isinstance(s, dict)}
+
+
+def longest_token(tokenizer: Any) -> int:
+    """The most characters one token of ``tokenizer`` can stand for: its longest vocabulary
+    entry (a byte-level entry has a character per byte, a byte-fallback ``<0xE6>`` more
+    characters than its byte), so a text of ``n`` characters is at least ``n / longest_token``
+    tokens.
+
+    Example:
+        >>> from chatdata.data import load_sample_tokenizer
+        >>> longest_token(load_sample_tokenizer())
+        128
+    """
+    return max(1, max(map(len, tokenizer.get_vocab()), default=1))
 
 
 class TokenBytes:

@@ -68,3 +68,39 @@ def test_the_context_is_asked_again_once_the_backend_is_up(tmp_path):
                 prompt = r.json()["usage"]["prompt_tokens"]
                 assert server.sent[0]["max_tokens"] == CONTEXT - prompt  # not the default 4096
     asyncio.run(main())
+
+
+def test_new_messages_too_long_for_any_tokenization_are_refused_before_rendering(tmp_path):
+    """A tool output of many MB was rendered and encoded on the event loop (every session waited,
+    seconds per 10 MB) only to be refused as longer than the context. Text the context cannot
+    hold at the vocabulary's longest token per token is refused at once; the session stays as it
+    was, and a tool output that may fit is still rendered."""
+    tok = load_sample_tokenizer()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), VLLMLike)
+    server.sent, server.ids = [], tok.encode("hello" + EOT, add_special_tokens=False)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    app = create_app(f"http://127.0.0.1:{server.server_address[1]}", tok, tmp_path / "out", durable=False)
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    huge = "x" * (CONTEXT * 128 + 1)  # 128: Qwen2.5's longest token, in characters
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=60) as http:
+                post = lambda msgs: http.post("/v1/chat/completions", headers={"X-Session-Id": "s"},  # noqa: E731
+                                              json={"messages": msgs, "max_tokens": 4})
+                assert (await post(chat[:1])).status_code == 200
+                r = await post([*chat, {"role": "user", "content": [{"type": "text", "text": huge}]}])
+                err = r.json()["error"]
+                assert r.status_code == 400 and err["code"] == "context_length_exceeded", r.text
+                assert f"hold {len(huge)} characters, more than the backend's context of {CONTEXT}" in err["message"]
+                r = await post([*chat, {"role": "user", "content": "x" * (CONTEXT * 8)}])  # may fit: rendered, too long
+                assert r.status_code == 400 and "the conversation is" in r.json()["error"]["message"], r.text
+                assert len(server.sent) == 1
+                r = await post([*chat, {"role": "user", "content": "and?"}])  # the branch goes on where it was
+                assert r.status_code == 200 and r.headers["x-chatdata-branch"] == "0", r.text
+    try:
+        asyncio.run(main())
+    finally:
+        server.shutdown()
+        server.server_close()

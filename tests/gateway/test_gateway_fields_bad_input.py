@@ -14,6 +14,8 @@ import httpx
 import openai
 import pytest
 
+from chatdata.gateway import read_sessions
+
 from gateway_helpers import sampled, start_gateway
 
 # ChatML with a RAG block and Qwen3's switch: enable_thinking false writes an empty think block
@@ -43,6 +45,7 @@ def gateway(backend, tiny_model, tmp_path_factory):
     (tmp / "chatml.jinja").write_text(TEMPLATE, encoding="utf-8")
     g = start_gateway(backend[0] + "/generate", tiny_model, tmp / "out", "--chat-template", str(tmp / "chatml.jinja"),
                       "--no-fsync")
+    g.out = tmp / "out"
     g.client = openai.OpenAI(base_url=g.url + "/v1", api_key="none", max_retries=0, timeout=60)
     yield g
     g.kill()
@@ -140,3 +143,18 @@ def test_the_served_forms_of_those_fields_are_answered(gateway):
     assert r.choices[0].message.content == "ok"
     r = ask(gateway, "hi " + scripted("ok<|im_end|>"), "served-none", max_tokens=4, tool_choice="none")
     assert r.choices[0].message.content == "ok"  # "none" without tools: nothing to refuse
+
+
+def test_an_injected_assistant_turn_and_a_tool_reply_without_call_id_are_prompt_text(gateway, tokenizer_of):
+    """A harness may write an assistant turn itself (a canned greeting, a summary) and answer a
+    call without its id: both are served, and only what the backend sampled is marked."""
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Zq-injected"},
+            {"role": "tool", "content": "Zq-result"}, {"role": "user", "content": "go " + scripted("ok<|im_end|>")}]
+    r = gateway.client.chat.completions.create(model="tiny", messages=msgs, max_tokens=4,
+                                               extra_headers={"X-Session-Id": "injected"})
+    assert r.choices[0].message.content == "ok"
+    assert httpx.post(gateway.url + "/v1/sessions/injected/close").status_code == 200
+    (rec,) = [x for x in read_sessions(gateway.out) if x["session_id"] == "injected"]
+    ids, mask = rec["input_ids"], rec["assistant_masks"].bool()
+    assert tokenizer_of.decode(ids[mask]) == "ok<|im_end|>"
+    assert "Zq-injected" in tokenizer_of.decode(ids[~mask]) and "Zq-result" in tokenizer_of.decode(ids[~mask])

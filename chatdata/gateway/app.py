@@ -236,6 +236,13 @@ class Gateway:
             return min(asked, room) if asked else room
         return asked or self.default_max_tokens
 
+    def _stop_ids(self, req) -> tuple[int, ...]:
+        """The template's end-of-turn id, then the request's own stop ids. With ``ignore_eos`` the
+        end-of-turn id is left out: it is the model's EOS for chat models (Qwen's ``<|im_end|>``),
+        which the engines then ignore, but not as a stop id the gateway sends."""
+        eot = () if req.ignore_eos else self.stop_token_ids
+        return (*eot, *dict.fromkeys(i for i in req.stop_token_ids if i not in eot))
+
     async def chat(self, raw: bytes, session_header: str | None) -> tuple[dict, dict, Any]:
         """Serve one chat request: returns (response body pieces, headers, request)."""
         sid = _session_header(session_header)
@@ -252,8 +259,7 @@ class Gateway:
             prompt = plan.full
             sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
                                 temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
-                                stop_token_ids=(*self.stop_token_ids, *(i for i in req.stop_token_ids
-                                                                         if i not in self.stop_token_ids)),
+                                stop_token_ids=self._stop_ids(req),
                                 seed=req.seed, min_tokens=req.min_tokens, ignore_eos=req.ignore_eos,
                                 presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
                                 top_k=req.top_k, min_p=req.min_p, repetition_penalty=req.repetition_penalty)

@@ -250,19 +250,20 @@ def test_vllms_sampling_extras_reach_the_backend(scripted, tok, tmp_path, path, 
                                          ("/generate", ("min_new_tokens", "ignore_eos"))])
 def test_min_tokens_ignore_eos_and_stop_token_ids_reach_the_backend(scripted, tok, tmp_path, path, names):
     """vLLM's min_tokens, ignore_eos and stop_token_ids were dropped: the answer was sampled
-    without them. The template's end-of-turn id stays a stop id (first, once)."""
+    without them. The template's end-of-turn id stays a stop id (first, once), but not with
+    ignore_eos (Qwen's end-of-turn is its EOS: sent as a stop id, it stopped the turn anyway)."""
     app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}{path}", tok, tmp_path / "out", durable=False)
     eot = tok.convert_tokens_to_ids(EOT)
 
     async def talk(http):
-        r = await http.post("/v1/chat/completions", json=_chat(min_tokens=2, ignore_eos=True, stop_token_ids=[7, eot]))
+        r = await http.post("/v1/chat/completions", json=_chat(min_tokens=2, ignore_eos=True, stop_token_ids=[7, 7]))
         assert r.status_code == 200, r.text
         sent = scripted.last_body["sampling_params"] if path else scripted.last_body
-        assert [sent.get(n) for n in names] == [2, True] and sent["stop_token_ids"] == [eot, 7]
-        r = await http.post("/v1/chat/completions", json=_chat(min_tokens=0, ignore_eos=False))
+        assert [sent.get(n) for n in names] == [2, True] and sent["stop_token_ids"] == [7]
+        r = await http.post("/v1/chat/completions", json=_chat(min_tokens=0, ignore_eos=False, stop_token_ids=[7, eot]))
         assert r.status_code == 200, r.text
         sent = scripted.last_body["sampling_params"] if path else scripted.last_body
-        assert not set(names) & set(sent) and sent["stop_token_ids"] == [eot]
+        assert not set(names) & set(sent) and sent["stop_token_ids"] == [eot, 7]
     run(app, talk)
 
 

@@ -262,6 +262,8 @@ class SGLangBackend(_HTTPBackend):
         for key in _SAME_NAME:
             if getattr(s, key) is not None:
                 sp[key] = getattr(s, key)
+        if s.top_k == 0:  # vLLM's "no top-k" (its default); SGLang refuses 0 and says -1
+            sp["top_k"] = -1
         if s.seed is not None:
             sp["sampling_seed"] = s.seed
         if s.stop:

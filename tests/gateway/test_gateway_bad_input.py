@@ -248,7 +248,7 @@ def test_vllms_sampling_extras_reach_the_backend(scripted, tok, tmp_path, path, 
 
 @pytest.mark.parametrize("path, names", [("", ("min_tokens", "ignore_eos")),
                                          ("/generate", ("min_new_tokens", "ignore_eos"))])
-def test_min_tokens_ignore_eos_and_stop_token_ids_reach_the_backend(scripted, tok, tmp_path, path, names):
+def test_min_tokens_ignore_eos_stop_token_ids_and_top_k_0_reach_either_engine_in_its_terms(scripted, tok, tmp_path, path, names):
     """vLLM's min_tokens, ignore_eos and stop_token_ids were dropped: the answer was sampled
     without them. The template's end-of-turn id stays a stop id (first, once), but not with
     ignore_eos (Qwen's end-of-turn is its EOS: sent as a stop id, it stopped the turn anyway)."""
@@ -264,6 +264,10 @@ def test_min_tokens_ignore_eos_and_stop_token_ids_reach_the_backend(scripted, to
         assert r.status_code == 200, r.text
         sent = scripted.last_body["sampling_params"] if path else scripted.last_body
         assert not set(names) & set(sent) and sent["stop_token_ids"] == [eot, 7]
+        # top_k 0 is no top-k to vLLM (its default); SGLang refused it with a 400 and wants -1
+        r = await http.post("/v1/chat/completions", json=_chat(top_k=0))
+        assert r.status_code == 200, r.text
+        assert (scripted.last_body["sampling_params"]["top_k"] == -1) if path else (scripted.last_body["top_k"] == 0)
     run(app, talk)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import GatewayError
 
-__all__ = ["refuse_unhonoured", "REASONING_EFFORTS"]
+__all__ = ["refuse_unhonoured", "template_vars", "REASONING_EFFORTS"]
 
 _UNCONSTRAINED = "the gateway does not constrain decoding (the backend gets token ids and samples freely)"
 

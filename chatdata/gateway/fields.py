@@ -3,10 +3,16 @@
 The gateway sends token ids to a backend and samples one answer with the sampling fields it
 passes on (:mod:`chatdata.gateway.requests`); it renders every request with the one template it
 was started with and does not constrain decoding. A field that asks for something else was
-answered as if it had been honoured (a harness asking for a tool call got text, one asking for
-a single tool call got several); :func:`refuse_unhonoured` names it in a 400 instead. Each field
-is refused only when set to something other than what the gateway does anyway
+answered as if it had been honoured; :func:`refuse_unhonoured` names it in a 400 instead. Each
+field is refused only when set to something other than what the gateway does anyway
 (``parallel_tool_calls: true``, ``modalities: ["text"]``, ``echo: false`` are served).
+
+Two requests about tool calls are served although decoding is free, because agent harnesses send
+them on every turn and a 400 would make the gateway useless to them (smolagents' tool-calling
+agent asks ``tool_choice: "required"``; others ``parallel_tool_calls: false``):
+``tool_choice: "required"`` or a named function, and ``parallel_tool_calls: false``. The policy
+then may answer in text or with several calls, and the harness sees exactly what was sampled
+(what is trained). vLLM would constrain the first and cut the answer to one call.
 
 Fields of OpenAI's platform that change nothing in the answer (``user``, ``metadata``,
 ``store``, ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``prediction``,
@@ -64,25 +70,21 @@ def _bad(message: str, param: str) -> GatewayError:
 
 def _tool_choice(body: dict) -> GatewayError | None:
     choice, tools = body.get("tool_choice"), body.get("tools")
-    if choice is None or choice == "auto" and tools:
+    if choice is None or choice == "none" and not tools:
         return None
     if not tools:
-        if choice == "none":
-            return None
         return _bad(f"'tool_choice' {choice!r:.100} needs 'tools' (none were given)", "tool_choice")
     if choice == "none":
         return _bad("'tool_choice': \"none\" with tools is not supported: the model is shown the tools and may still "
                     "call them (its calls are parsed); leave 'tools' out of this request instead", "tool_choice")
-    return _bad(f"'tool_choice' {choice!r:.100} is not supported: {_UNCONSTRAINED}, so a tool call cannot be "
-                "forced; send \"auto\" (or leave it out) and check the answer's tool_calls", "tool_choice")
+    return None  # "auto", "required" or a named function: served, a call is not forced (module docstring)
 
 
 def refuse_unhonoured(body: dict) -> GatewayError | None:
     """The 400 for the first field of ``body`` the gateway would not honour (see the module
-    docstring), or None. ``tool_choice`` is served as ``"auto"`` (or ``"none"`` without tools);
-    a forced call cannot be, and ``"none"`` with tools shows the model the tools.
-    ``parallel_tool_calls: false`` is refused with tools (the model may write several calls:
-    vLLM cuts the answer to the first, but the kept ids hold them all)."""
+    docstring), or None. ``tool_choice`` ``"none"`` with tools is refused (the model is shown
+    the tools and its calls are parsed); ``"required"``, a named function and
+    ``parallel_tool_calls: false`` are served without being enforced (see below)."""
     for name, (served, why) in _REFUSED.items():
         v = body.get(name)
         if v is not None and not served(v):
@@ -93,9 +95,6 @@ def refuse_unhonoured(body: dict) -> GatewayError | None:
     ptc = body.get("parallel_tool_calls")
     if ptc is not None and not isinstance(ptc, bool):
         return _bad(f"'parallel_tool_calls' must be true or false, got {ptc!r:.100}", "parallel_tool_calls")
-    if ptc is False and body.get("tools"):
-        return _bad("'parallel_tool_calls': false is not supported: the model may write several tool calls in one "
-                    f"turn and {_UNCONSTRAINED}; leave it out and run the calls one by one", "parallel_tool_calls")
     effort = body.get("reasoning_effort")
     if effort is not None and effort not in REASONING_EFFORTS:
         return _bad(f"'reasoning_effort' must be one of {', '.join(REASONING_EFFORTS)}, got {effort!r:.100}",

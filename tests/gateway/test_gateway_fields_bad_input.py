@@ -1,8 +1,7 @@
 """The chat-completion fields of the official client, through ``chatdata serve`` (a subprocess, in
 front of the test backend's SGLang ``/generate``): each is honoured, passed to the backend, or
-refused with a 400 naming it. Before, these were answered as if honoured: a forced tool call
-(``tool_choice: "required"``) got text, ``parallel_tool_calls: false`` several calls, a
-per-request ``chat_template`` was not used, ``reasoning_effort`` and ``documents`` never reached
+refused with a 400 naming it. Before, these were answered as if honoured: a
+per-request ``chat_template`` was not used, beam search was not run, ``reasoning_effort`` and ``documents`` never reached
 the template, ``stop_token_ids`` / ``min_tokens`` / ``ignore_eos`` never reached the backend; and
 SGLang was asked for 4096 new tokens whatever its context had left (its 400 for a request
 without ``max_tokens`` once the chat passed context - 4096 tokens)."""
@@ -94,11 +93,8 @@ def test_stop_token_ids_reach_the_backend(gateway, backend, tokenizer_of):
 
 # (fields, the param the 400 names, words of its message)
 REFUSED = [
-    ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice", "cannot be forced"),
-    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice", "cannot be forced"),
     ({"tools": TOOLS, "tool_choice": "none"}, "tool_choice", "leave 'tools' out"),
     ({"tool_choice": "auto"}, "tool_choice", "needs 'tools'"),
-    ({"tools": TOOLS, "parallel_tool_calls": False}, "parallel_tool_calls", "several tool calls"),
     ({"reasoning_effort": "extreme"}, "reasoning_effort", "must be one of none, minimal"),
     ({"modalities": ["text", "audio"]}, "modalities", "text only"),
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio", "text only"),
@@ -143,6 +139,18 @@ def test_the_served_forms_of_those_fields_are_answered(gateway):
     assert r.choices[0].message.content == "ok"
     r = ask(gateway, "hi " + scripted("ok<|im_end|>"), "served-none", max_tokens=4, tool_choice="none")
     assert r.choices[0].message.content == "ok"  # "none" without tools: nothing to refuse
+
+
+@pytest.mark.parametrize("fields", [{"tool_choice": "required"}, {"parallel_tool_calls": False},
+                                    {"tool_choice": {"type": "function", "function": {"name": "f"}}}])
+def test_tool_call_wishes_harnesses_send_every_turn_are_served_as_sampled(gateway, fields):
+    """smolagents' tool-calling agent sends tool_choice "required" on every turn, others
+    parallel_tool_calls false: a 400 would make the gateway useless to them. Decoding stays free,
+    so the harness gets what the policy sampled: here a text answer, not a forced call."""
+    r = ask(gateway, "hi " + scripted("no call<|im_end|>"), f"wish-{sorted(fields)[0]}", max_tokens=8,
+            tools=TOOLS, **fields)
+    assert r.choices[0].message.content == "no call" and not r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "stop"
 
 
 def test_an_injected_assistant_turn_and_a_tool_reply_without_call_id_are_prompt_text(gateway, tokenizer_of):

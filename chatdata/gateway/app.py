@@ -31,7 +31,7 @@ from .errors import GatewayError
 from .journal import read_journal
 from .requests import parse_chat_request, reserved_names, verbatim_chars
 from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
-from .sessions import SessionTable, openai_message
+from .sessions import SessionTable
 from .store import SessionStore
 from .token_bytes import TokenBytes, longest_token
 
@@ -264,7 +264,7 @@ class Gateway:
                                 presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
                                 top_k=req.top_k, min_p=req.min_p, repetition_penalty=req.repetition_penalty)
             gen = await self.backend.generate(prompt, sampling)
-            msg, record = self.table.complete(plan, gen.ids, gen.logprobs, gen.finish_reason)
+            msg, sent, record = self.table.complete(plan, gen.ids, gen.logprobs, gen.finish_reason, stop=req.stop)
             generated = True
             s = self.table.session_for(plan)
             if counted is None:
@@ -280,7 +280,6 @@ class Gateway:
             except BaseException:  # not logged: the branch holds a turn the log lacks, so the session
                 self.table.remove(s)  # leaves routing (its log, whole up to here, is stored as it is)
                 raise
-            sent = openai_message(msg)
             self.table.publish(plan, number, msg, sent)
             self.table.keep_memo(s, req.memo)
         finally:

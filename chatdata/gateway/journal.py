@@ -213,6 +213,8 @@ def _check_record(r: dict, packed: frozenset = frozenset()) -> None:
         raise ValueError(f"'message' must be the stored assistant message (an object), got {r.get('message')!r:.80}")
     if r.get("finish") not in ("stop", "length"):
         raise ValueError(f"'finish' must be 'stop' or 'length', got {r.get('finish')!r:.80}")
+    if not isinstance(r.get("sent_content", ""), str):
+        raise ValueError(f"'sent_content' must be the text the client received, got {r.get('sent_content')!r:.80}")
 
 
 def read_journal(path: Path) -> tuple[dict, list[dict], str | None]:

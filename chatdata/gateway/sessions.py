@@ -51,7 +51,7 @@ from .memo_index import MemoIndex
 from .prompt_ids import IdsText, PromptIds
 from .requests import ChatRequest, message_key, normalize_message
 
-__all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message"]
+__all__ = ["Branch", "Session", "SessionTable", "Plan", "openai_message", "cut_at_stop"]
 
 
 
@@ -75,6 +75,23 @@ def openai_message(msg: dict) -> dict:
     if msg.get("reasoning_content"):
         out["reasoning_content"] = msg["reasoning_content"]
     return out
+
+
+def cut_at_stop(content: str | None, stops) -> str | None:
+    r"""``content`` cut where the first of the ``stops`` strings in it begins (what an OpenAI
+    server returns for a turn a stop string ended), or None when it holds none of them (the
+    string ended inside the reasoning or a tool call, or the parser trimmed it).
+
+    Example:
+        >>> cut_at_stop("Action: search\nObservation: x", ["\nObservation", "Final"])
+        'Action: search'
+        >>> cut_at_stop("no stop here", ["STOP"]) is None
+        True
+    """
+    if not content:
+        return None
+    at = min((i for i in (content.find(x) for x in stops) if i >= 0), default=-1)
+    return None if at < 0 else content[:at]
 
 
 def _attach_call_ids(msg: dict, ids: list | None = None) -> None:
@@ -285,19 +302,33 @@ class SessionTable:
             plan.branch.busy = False
 
     def complete(self, plan: Plan, ids: list[int], logprobs: list[float], finish: str,
-                 call_ids: list | None = None) -> tuple[dict, dict]:
-        """Keep what the backend sampled: returns ``(stored message, log record)``. The record
-        must be in the session's log before :meth:`publish` makes the turn visible."""
+                 call_ids: list | None = None, stop: tuple = (), sent_content: str | None = None
+                 ) -> tuple[dict, dict, dict]:
+        """Keep what the backend sampled: returns ``(stored message, the message the client
+        receives, log record)``. The record must be in the session's log before :meth:`publish`
+        makes the turn visible.
+
+        A turn that one of the request's ``stop`` strings ended is stored as every id sampled
+        (the stop string's ids too), while the client receives its content cut where the stop
+        string begins, as OpenAI's and vLLM's servers answer (a ReAct harness stopping at
+        ``"Observation:"`` parses its action from that content). The cut content is logged
+        (``sent_content``, given back here when the log is replayed), so the client's copy of the
+        turn keeps routing to this branch after a restart."""
         msg = plan.conv.add_response(ids, logprobs)
         _attach_call_ids(msg, call_ids)
         record = {"b": None, "parent": None, "shared": plan.base if plan.kind == "fork" else 0,
                   "messages": plan.new_norm, "prompt": plan.prompt, "ids": ids, "logprobs": logprobs,
                   "message": msg, "finish": finish}
+        sent = openai_message(msg)
+        if sent_content is None and stop and finish == "stop":
+            sent_content = cut_at_stop(sent["content"], stop)
+        if sent_content is not None:
+            sent["content"] = record["sent_content"] = sent_content
         if plan.kind != "extend":
             record["engine"] = plan.engine
         if plan.kind == "fork":
             record["parent"] = [plan.branch.number, plan.k]
-        return msg, record
+        return msg, sent, record
 
     def session_for(self, plan: Plan) -> Session:
         """The session a completed request belongs to (created on a new session's first answer)."""
@@ -374,11 +405,12 @@ class SessionTable:
             if plan.prompt != r["prompt"]:
                 raise ValueError(f"{path}: record {n}: the prompt rendered now differs from the logged one "
                                  "(was the gateway restarted with another tokenizer or template?)")
-            msg, _ = self.complete(plan, r["ids"], r["logprobs"], r["finish"],
-                                   [c.get("id") for c in r["message"].get("tool_calls") or ()])
+            msg, sent, _ = self.complete(plan, r["ids"], r["logprobs"], r["finish"],
+                                         [c.get("id") for c in r["message"].get("tool_calls") or ()],
+                                         sent_content=r.get("sent_content"))
             while plan.kind != "extend" and len(s.branches) <= b:
                 s.branches.append(None)
-            self.publish(plan, b, msg, openai_message(msg))
+            self.publish(plan, b, msg, sent)
         self.sessions[s.id] = s
         return s
 

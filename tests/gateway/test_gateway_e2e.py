@@ -276,7 +276,8 @@ def test_stop_strings_chat_logprobs_and_two_requests_on_one_branch(gateway):
     h = {"X-Session-Id": "stop-1"}
     msgs = [{"role": "user", "content": "Compte " + scripted("un deux STOP trois<|im_end|>")}]
     r = c.chat.completions.create(model="tiny", messages=msgs, seed=1, stop=["STOP"], logprobs=True, extra_headers=h)
-    assert r.choices[0].finish_reason == "stop" and r.choices[0].message.content == "un deux STOP"  # every sampled id
+    # cut where the stop string begins, as OpenAI and vLLM answer; the stored turn keeps every sampled id
+    assert r.choices[0].finish_reason == "stop" and r.choices[0].message.content == "un deux "
     lps = [x.logprob for x in r.choices[0].logprobs.content]
     assert len(lps) == r.usage.completion_tokens
     msgs += [r.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "Suite " + scripted("ok<|im_end|>")}]
@@ -292,6 +293,36 @@ def test_stop_strings_chat_logprobs_and_two_requests_on_one_branch(gateway):
     chat = rec[0]["history"].to_chats()
     assert chat[1] == {"role": "assistant", "content": "un deux STOP", "is_complete": False}  # no EOT sampled
     assert rec[1]["parent"][1] > first[1] and torch.equal(rec[1]["input_ids"], rec[0]["input_ids"])  # same seed
+
+
+def test_a_turn_cut_at_its_stop_string_still_extends_its_branch_after_a_kill_and_restart(backend, tiny_model,
+                                                                                         tmp_path):
+    """The client receives the content cut at the stop string; the log keeps that cut text, so the
+    client's copy of the turn routes to its branch (no fork) after the gateway is killed and
+    restarted on the same folder, and the stored turn is every id sampled."""
+    out = tmp_path / "stop-restart"
+    h = {"X-Session-Id": "react"}
+    msgs = [{"role": "user", "content": "Go " + scripted("Action: search\nObservation: made up<|im_end|>")}]
+    g = start_gateway(backend[0], tiny_model, out, "--idle-timeout", "600")
+    try:
+        r = client(g).chat.completions.create(model="tiny", messages=msgs, seed=1, stop=["\nObservation"],
+                                              extra_headers=h)
+        assert r.choices[0].message.content == "Action: search"
+    finally:
+        g.kill()  # SIGKILL: the session is resumed from its log at the next start
+    msgs += [r.choices[0].message.model_dump(exclude_none=True),
+             {"role": "user", "content": "Observation: found " + scripted("Done.<|im_end|>")}]
+    g = start_gateway(backend[0], tiny_model, out, "--idle-timeout", "600")
+    try:
+        r2 = client(g).chat.completions.with_raw_response.create(model="tiny", messages=msgs, seed=2, extra_headers=h)
+        assert r2.headers["x-chatdata-branch"] == "0" and r2.parse().choices[0].message.content == "Done."
+        assert httpx.post(f"{g.url}/v1/sessions/react/close", timeout=60).status_code == 200
+    finally:
+        g.kill()
+    (rec,) = [x for x in read_sessions(out) if x["session_id"] == "react"]
+    chat = rec["history"].to_chats()
+    assert chat[1]["content"].startswith("Action: search\nObservation") and chat[3]["content"] == "Done."
+
 
 
 def test_logprob_bytes_of_tokens_split_inside_a_character_join_to_the_text(gateway):

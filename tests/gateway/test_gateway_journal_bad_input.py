@@ -128,5 +128,5 @@ def test_a_deleted_token_or_branch_dataset_is_named_and_a_start_refuses(tmp_path
     store.open()
     store.close()
     shutil.copytree(out / "fresh" / sub, out / sub, dirs_exist_ok=True)
-    with pytest.raises(ValueError, match=rf"does not list: that folder was deleted, moved or edited"):
+    with pytest.raises(ValueError, match=r"does not list: that folder was deleted, moved or edited"):
         read_sessions(out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from ._catmask import allowed_at, as_mask, first_allowed, nearest_allowed, sample_allowed
 from ._numbers import _as_dtype, _as_int, _dtype_range, _split_device_dtype
 from ._shape import norm_shape
 from ._tensor_leaf import _TensorLeaf
@@ -20,19 +21,25 @@ __all__ = ["Categorical", "Binary"]
 
 
 class Categorical(_TensorLeaf):
-    """Integers ``0 <= x < n``: ``Categorical(n, shape=(), device=None, dtype=torch.int64)``.
+    """Integers ``0 <= x < n``: ``Categorical(n, shape=(), device=None, dtype=torch.int64, mask=None)``.
 
-    A floating dtype holds the categories as whole floats.
+    A floating dtype holds the categories as whole floats. ``mask`` (see :meth:`update_mask`)
+    leaves out categories: ``rand``/``zero``/``one`` give only allowed ones, ``is_in`` refuses
+    masked ones, ``project`` moves them to the nearest allowed category.
 
     Example:
         >>> spec = Categorical(4, shape=(2,))
         >>> spec.is_in(torch.tensor([0, 3])), spec.is_in(torch.tensor([0, 4]))
         (True, False)
+        >>> masked = Categorical(3, shape=(2,), mask=torch.tensor([False, True, True]))
+        >>> masked.zero().tolist(), masked.is_in(torch.tensor([0, 1]))
+        ([1, 1], False)
     """
 
-    def __init__(self, n, shape=None, device=None, dtype=None, **kwargs):
+    mask: torch.Tensor | None = None
+
+    def __init__(self, n, shape=None, device=None, dtype=None, mask=None, **kwargs):
         kwargs.pop("domain", None)
-        kwargs.pop("mask", None)
         if kwargs:
             raise TypeError(f"{type(self).__name__} got unexpected arguments {sorted(kwargs)}")
         device, dtype = _split_device_dtype(device, dtype)
@@ -52,6 +59,13 @@ class Categorical(_TensorLeaf):
         self.shape = norm_shape(() if shape is None else shape)
         self.device = as_device(device) or torch.device("cpu")
         self.domain = "discrete"
+        self.update_mask(mask)
+
+    def update_mask(self, mask) -> None:
+        """Allow only some categories: ``mask`` is a bool tensor of shape ``(*shape, n)``, or
+        anything that broadcasts to it (``n`` bools for every position); ``True`` = allowed.
+        ``None`` removes the mask. A refused mask leaves the spec as it was."""
+        self.mask = as_mask(mask, self._safe_shape, self.n, self.device)
 
     @property
     def space(self) -> CategoricalBox:
@@ -70,17 +84,36 @@ class Categorical(_TensorLeaf):
             if bool(frac.any()):
                 bad = tuple(frac.nonzero()[0].tolist())
                 return f"value {value[bad].item()} at index {bad} is not a category (an integer in [0, {self.n - 1}])"
-            return self._bounds_reason(value)
-        return self._bounds_reason(value.long())
+        else:
+            value = value.long()
+        reason = self._bounds_reason(value)
+        if reason is not None or self.mask is None:
+            return reason
+        ok = allowed_at(self.mask, value.long())
+        if bool(ok.all()):
+            return None
+        bad = tuple((~ok).nonzero()[0].tolist())
+        return f"value {value[bad].item()} at index {bad} is a masked category (not allowed by the spec's mask)"
 
     def project(self, value) -> torch.Tensor:
         """``value`` rounded to the nearest category, clamped into ``[0, n-1]``, cast and moved."""
         if isinstance(value, torch.Tensor) and value.is_floating_point() and self.dtype.is_floating_point:
             value = torch.round(value.double())
-        return super().project(value)
+        out = super().project(value)
+        if self.mask is None:
+            return out
+        return nearest_allowed(self.mask, out.long()).to(self.dtype)
 
     def _fill(self, shape, kind):
         dev, dt = self.device, self.dtype
+        if self.mask is not None:
+            lead = shape[: len(shape) - self.ndim]
+            if kind == "rand":
+                return sample_allowed(self.mask, lead).to(dt)
+            out = first_allowed(self.mask)
+            if kind == "one" and self.n > 1:
+                out = torch.where(self.mask[..., 1], 1, out)
+            return out.expand(shape).to(dt)
         if kind == "zero":
             return torch.zeros(shape, dtype=dt, device=dev)
         if kind == "one":
@@ -88,12 +121,30 @@ class Categorical(_TensorLeaf):
         return torch.randint(0, self.n, shape, device=dev).to(dt)
 
     def _rebuild(self, shape=None, device=..., dtype=None, fn=None):
-        return type(self)(
+        out = type(self)(
             self.n,
             shape=self.shape if shape is None else shape,
             device=self.device if device is ... else device,
             dtype=dtype or self.dtype,
         )
+        if self.mask is not None:
+            mask = self.mask
+            if fn is not None:  # fn maps tensors of the safe shape: map the positions, then take their rows
+                pos = fn(torch.arange(self._safe_shape.numel(), device=mask.device).reshape(self._safe_shape))
+                mask = mask.reshape(-1, self.n)[pos.reshape(-1)].reshape(*pos.shape, self.n)
+            out.update_mask(mask)
+        return out
+
+    def _same_mask(self, other) -> bool:
+        a, b = self.mask, getattr(other, "mask", None)
+        if a is None or b is None:
+            return a is b
+        return a.shape == b.shape and bool(torch.equal(a.cpu(), b.cpu()))
+
+    def __eq__(self, other):
+        return super().__eq__(other) and self._same_mask(other)
+
+    __hash__ = None
 
 
 class Binary(Categorical):
@@ -123,6 +174,11 @@ class Binary(Categorical):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0 or shape[-1] != n:
             raise ValueError(f"Binary: the last dim of the shape {tuple(shape)} must be n={n!r}")
         super().__init__(2, shape=shape, device=device, dtype=_as_dtype(dtype, torch.int8), **kwargs)
+
+    def update_mask(self, mask) -> None:
+        if mask is not None:
+            raise TypeError("Binary takes no mask (every 0/1 vector is allowed, as in torchrl); use a Categorical for masks")
+        self.mask = None
 
     def _rebuild(self, shape=None, device=..., dtype=None, fn=None):
         shape = self.shape if shape is None else shape

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ._numbers import _as_numbers, _project_float, _project_int
+from ._numbers import _as_numbers, _project_float, _project_int, _to_long
 from ._shape import shape_mismatch
 from .base import TensorSpec
 
@@ -90,5 +90,9 @@ class _TensorLeaf(TensorSpec):
             finite = torch.isfinite(lo) & torch.isfinite(hi)
             r = torch.where(finite, lo * (1 - u) + hi * u, torch.randn(shape, dtype=torch.float64, device=dev))
             return _project_float(r, low, high, self.dtype)
-        r = torch.floor(lo * (1 - u) + (hi + 1) * u)
-        return _project_int(r, low, high, self.dtype)
+        lo_i, hi_i = low.long().expand(shape), high.long().expand(shape)
+        exact = hi_i.double() - lo_i.double() < 2.0**53  # then high - low fits int64 and float64 counts it exactly
+        span = torch.where(exact, hi_i - lo_i, 0).double() + 1  # (bounds near 2**62 are 1024 apart as floats)
+        off = torch.where(exact, torch.minimum(torch.floor(u * span), span - 1), torch.zeros_like(span)).long()
+        wide = _to_long(torch.floor(lo * (1 - u) + (hi + 1) * u))  # spans past 2**53: float steps are relatively tiny
+        return _project_int(torch.where(exact, lo_i + off, wide), low, high, self.dtype)

@@ -112,3 +112,14 @@ def test_binary_n_that_is_not_a_length_is_named_as_such(n):
         Binary(n)
     with pytest.raises(ValueError, match="the last dim of the shape"):  # a real length that disagrees
         Binary(3, shape=(2,))
+
+
+@pytest.mark.parametrize("low, span", [(2**62, 10), (-(2**63), 3), (2**63 - 4, 3), (2**53 + 1, 5)])
+def test_integer_rand_covers_bounds_far_from_zero(low, span):
+    # before: rand() went through float64, where 2**62 and 2**62 + 10 are the same number, so every
+    # sample was low (or one float step away): a "random" spec that never varied
+    spec = Bounded(low, low + span, shape=(4000,), dtype=torch.int64)
+    v = spec.rand()
+    assert spec.is_in(v) and set((v - low).unique().tolist()) == set(range(span + 1))
+    wide = Bounded(-(2**63), 2**63 - 1, shape=(1000,), dtype=torch.int64)
+    assert wide.is_in(wide.rand()) and len(wide.rand().unique()) > 900

@@ -43,11 +43,18 @@ def _list_shape(values) -> tuple:
 
 
 def _same(a, b) -> bool:
+    """Whether two example values are equal; tensors and arrays compare whole (same type, shape and values)."""
     if a is b:
         return True
+    if hasattr(a, "shape") or hasattr(b, "shape"):  # a tensor or an array: == is elementwise
+        if type(a) is not type(b) or tuple(a.shape) != tuple(b.shape) or getattr(a, "dtype", None) != getattr(b, "dtype", None):
+            return False
+        if isinstance(a, torch.Tensor):
+            return bool(torch.equal(a.cpu(), b.cpu()))
     try:
-        return bool(a == b)
-    except Exception:  # values whose == is not a plain bool (tensors, arrays, ...)
+        eq = a == b
+        return bool(eq.all()) if hasattr(eq, "all") else bool(eq)
+    except Exception:  # values whose == is neither a bool nor elementwise
         return False
 
 

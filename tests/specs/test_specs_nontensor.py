@@ -1,6 +1,7 @@
 """NonTensor: example data out, any non-tensor value of a fitting shape in."""
 import pickle
 
+import numpy as np
 import pytest
 import torch
 
@@ -111,7 +112,13 @@ def test_clone_to_eq():
     assert NonTensor(example_data="a") != NonTensor(example_data="b")
     assert NonTensor(shape=(2,)) != NonTensor(shape=(3,))
     assert NonTensor() != Unbounded()
-    assert NonTensor(example_data=torch.zeros(2)) != NonTensor(example_data=torch.zeros(2))  # ambiguous ==
+    # tensors and arrays compare whole: was "not equal" always, so a spec with an example tensor differed from its clone
+    assert NonTensor(example_data=torch.zeros(2)) == NonTensor(example_data=torch.zeros(2))
+    assert NonTensor(example_data=np.zeros(2)) == NonTensor(example_data=np.zeros(2)).clone()
+    assert NonTensor(example_data=torch.zeros(2)) != NonTensor(example_data=torch.ones(2))
+    assert NonTensor(example_data=torch.zeros(2)) != NonTensor(example_data=torch.zeros(3))
+    assert NonTensor(example_data=torch.zeros(2)) != NonTensor(example_data=np.zeros(2))
+    assert NonTensor(example_data=torch.zeros(2)) != NonTensor(example_data=torch.zeros(2, dtype=torch.int64))
     assert pickle.loads(pickle.dumps(spec)) == spec
 
 

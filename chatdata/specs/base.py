@@ -15,6 +15,7 @@ import textwrap
 
 import torch
 
+from ._stack import spec_torch_function
 from ._shape import expand_shape, index_shape, norm_dim, norm_shape, parse_shape_args, safe_shape
 
 __all__ = ["TensorSpec", "ContinuousBox", "CategoricalBox", "spec_repr", "as_device"]
@@ -205,6 +206,17 @@ class TensorSpec:
         """The spec of ``value[index]`` for values of this spec."""
         new, t_idx = index_shape(self.shape, index)
         return self._rebuild(shape=new, fn=lambda t: t[t_idx].clone())
+
+    def _stacked(self, specs, dim: int, shape: torch.Size):
+        """``torch.stack`` of ``specs`` (one type, shape, device, dtype) along ``dim``: the spec,
+        or None when they do not stack into one (by default, when they differ)."""
+        if any(s != self for s in specs):
+            return None
+        return self._rebuild(shape=shape, fn=lambda t: torch.stack([t] * len(specs), dim))
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return spec_torch_function(func, args, kwargs)
 
     # -- comparison and printing -------------------------------------------------------------
     def _eq_fields(self):

@@ -116,6 +116,12 @@ class Bounded(_TensorLeaf):
         fill = torch.zeros if kind == "zero" else torch.ones
         return self.project(fill(shape, dtype=self.dtype, device=self.device))
 
+    def _stacked(self, specs, dim, shape):
+        return Bounded(
+            torch.stack([s._low for s in specs], dim), torch.stack([s._high for s in specs], dim),
+            shape=shape, device=self.device, dtype=self.dtype,
+        )
+
     def _rebuild(self, shape=None, device=..., dtype=None, fn=None):
         fn = fn or (lambda t: t)
         return Bounded(

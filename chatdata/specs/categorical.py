@@ -135,6 +135,14 @@ class Categorical(_TensorLeaf):
             out.update_mask(mask)
         return out
 
+    def _stacked(self, specs, dim, shape):
+        if all(s.mask is None for s in specs) or any(s.n != self.n for s in specs):
+            return super()._stacked(specs, dim, shape)  # equal, or of different n: no one spec
+        out = Categorical(self.n, shape=shape, device=self.device, dtype=self.dtype)
+        full = torch.ones((*self._safe_shape, self.n), dtype=torch.bool, device=self.device)
+        out.update_mask(torch.stack([full if s.mask is None else s.mask for s in specs], dim))
+        return out
+
     def _same_mask(self, other) -> bool:
         a, b = self.mask, getattr(other, "mask", None)
         if a is None or b is None:

@@ -19,6 +19,7 @@ import torch
 
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict, unravel_key
 from ..td.tensorclass import TensorClass
+from ._stack import spec_torch_function
 from ._shape import expand_shape, index_shape, norm_dim, norm_shape, parse_shape_args, shape_mismatch
 from .base import TensorSpec, as_device
 from .nontensor import NonTensor, _list_shape
@@ -182,6 +183,34 @@ class Composite:
             node._specs[part] = node = Composite(shape=node.shape, device=node._device)
         node._set_str(k[-1], spec)
         return self
+
+    def update(self, other) -> "Composite":
+        """Set every entry of ``other`` (a Composite or a dict of key -> spec); a sub-Composite
+        present on both sides is updated in turn rather than replaced. All or nothing: when an
+        entry is refused, the spec is left as it was. Returns self."""
+        if isinstance(other, Composite):
+            items = list(other._specs.items())
+        elif isinstance(other, dict):
+            items = list(other.items())
+        else:
+            raise TypeError(f"Composite.update takes a Composite or a dict of key -> spec, got {type(other).__name__}")
+        self._skeleton()._update(items)  # a dry run on a copy of the tree: raises before anything changes
+        self._update(items)
+        return self
+
+    def _update(self, items) -> None:
+        for key, value in items:
+            current = self.get(key, None)
+            if isinstance(current, Composite) and isinstance(value, (Composite, dict)):
+                current._update(list(value._specs.items() if isinstance(value, Composite) else value.items()))
+            else:
+                self.set(key, value)
+
+    def _skeleton(self) -> "Composite":
+        """A copy of the tree of Composites sharing the leaf specs (cheap; for dry runs)."""
+        out = Composite(shape=self.shape, device=self._device, data_cls=self.data_cls)
+        out._specs = {k: v._skeleton() if isinstance(v, Composite) else v for k, v in self._specs.items()}
+        return out
 
     def _check_entry(self, key: str, spec) -> None:
         n = len(self.shape)
@@ -393,6 +422,18 @@ class Composite:
             used = sum(1 for i in idx if i is not None and i is not Ellipsis)
             idx = idx[:pos] + (slice(None),) * (self.ndim - used) + idx[pos + 1 :]
         return self._new(new, {k: v[idx] for k, v in self._specs.items()})
+
+    def _stacked(self, specs, dim: int, shape: torch.Size) -> "Composite":
+        """``torch.stack`` of Composites with the same keys and data_cls: entry by entry."""
+        for i, other in enumerate(specs):
+            if other._specs.keys() != self._specs.keys() or other.data_cls is not self.data_cls:
+                what = "keys" if other._specs.keys() != self._specs.keys() else "data_cls"
+                raise ValueError(f"cannot stack Composites 0 and {i}: their {what} differ (they must match to stack)")
+        return self._new(shape, {k: torch.stack([o._specs[k] for o in specs], dim) for k in self._specs})
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return spec_torch_function(func, args, kwargs)
 
     # -- comparison and printing -----------------------------------------------------------
     def __eq__(self, other):

@@ -155,8 +155,11 @@ class Composite:
     def dtype(self):
         return None
 
-    def is_empty(self) -> bool:
-        """True when there is no leaf spec (nested Composites may be empty too)."""
+    def is_empty(self, recurse: bool = True) -> bool:
+        """True when there is no leaf spec (nested Composites may be empty too); with
+        ``recurse=False``, when there is no entry at all (torchrl's default)."""
+        if not recurse:
+            return not self._specs
         return not any(True for _ in self.keys(True, True))
 
     # -- entries -------------------------------------------------------------------------

@@ -215,6 +215,8 @@ def test_clone_to_eq_pickle():
     assert spec != "spec"
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert Composite().is_empty() and Composite(a=Composite()).is_empty() and not spec.is_empty()
+    assert Composite(a=Composite()).is_empty(recurse=True) and not Composite(a=Composite()).is_empty(recurse=False)
+    assert Composite().is_empty(recurse=False)  # torchrl's argument: was a TypeError
 
 
 def test_repr_nested_and_empty():

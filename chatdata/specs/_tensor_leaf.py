@@ -81,6 +81,28 @@ class _TensorLeaf(TensorSpec):
             return _project_float(value, low, high, self.dtype)
         return _project_int(value, low, high, self.dtype)
 
+    def encode(self, value) -> torch.Tensor:
+        """``value`` (a number, nested lists, a numpy array or a tensor) as a tensor of the spec's
+        dtype on its device, checked against the spec (ValueError saying why it does not fit). It
+        is never reshaped, rounded or clamped: a fraction for an integer dtype, a value its dtype
+        cannot hold, or a finite value that would become inf is refused (``project`` rounds and
+        clamps)."""
+        t = _as_numbers(value, "the value to encode")
+        out = t.to(device=self.device, dtype=self.dtype)
+        if self.dtype.is_floating_point:
+            lost = torch.isfinite(t) & ~torch.isfinite(out)
+        else:
+            back = out.double() if t.is_floating_point() else out.long()
+            lost = back != (t.double() if t.is_floating_point() else t.long()).to(back.device)
+        if bool(lost.any()):
+            k = tuple(lost.nonzero()[0].tolist())
+            raise ValueError(
+                f"cannot encode {t[k].item()} at index {k} as {self.dtype}: it would become {out[k].item()} "
+                "(use project() to round and clamp)"
+            )
+        self.assert_is_in(out)
+        return out
+
     def _rand_between(self, shape, low, high):
         """Uniform values in ``[low, high]`` (bounds broadcast to ``shape``)."""
         dev = self.device

@@ -333,6 +333,44 @@ class Composite:
     def sample(self, shape=None):
         return self.rand(shape)
 
+    def encode(self, values):
+        """``values`` (a dict of key -> value, nested dicts for sub-Composites) as a TensorDict
+        (or ``data_cls``) of the spec, each entry through its spec's ``encode``; a key the spec
+        lacks is a KeyError, a missing or misfitting entry a ValueError (nothing is reshaped)."""
+        if not isinstance(values, dict):
+            raise TypeError(f"Composite.encode takes a dict of key -> value, got {type(values).__name__}")
+        td = self._encode(values)
+        self.assert_is_in(td if self.data_cls is None else self.data_cls.from_tensordict(td))
+        return td if self.data_cls is None else self.data_cls.from_tensordict(td)
+
+    def _encode(self, values: dict):
+        entries = {}
+        for key, value in values.items():
+            spec = self._specs.get(key) if isinstance(key, str) else None
+            if spec is None:
+                raise KeyError(f"cannot encode {key!r}: the spec has no entry {key!r} (its keys: {list(self._specs)})")
+            if isinstance(spec, Composite):
+                if not isinstance(value, dict):
+                    raise TypeError(f"cannot encode {key!r}: its spec is a Composite, so it takes a dict, got {type(value).__name__}")
+                entries[key] = spec._encode(value)
+            elif isinstance(spec, NonTensor) and not isinstance(value, (list, NonTensorData, NonTensorStack, RaggedTensorDict)):
+                spec.assert_is_in(value)
+                entries[key] = value  # one value for the whole batch, as a TensorDict takes it
+            else:
+                entries[key] = spec.encode(value)
+        batch = list(self.shape)
+        for i, d in enumerate(batch):  # a -1 dim takes its length from the entries
+            if d == -1:
+                lens = {tuple(getattr(v, "batch_size", None) or v.shape)[i] for v in entries.values()
+                        if isinstance(v, (torch.Tensor, TensorDict, NonTensorStack, RaggedTensorDict))}
+                if len(lens) > 1:
+                    raise ValueError(f"cannot encode: the entries disagree on the length of dim {i} (any length in the spec): {sorted(lens)}")
+                batch[i] = lens.pop() if lens else 1
+        td = TensorDict(batch_size=batch, device=self._device)
+        for key, value in entries.items():
+            td.set(key, value)
+        return td
+
     def _check(self, value) -> str | None:
         if self.data_cls is not None:
             if not isinstance(value, self.data_cls):

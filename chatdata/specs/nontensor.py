@@ -103,6 +103,17 @@ class NonTensor(TensorSpec):
             return f"device {device} does not match the spec's device {self.device}"
         return None if shape is None else shape_mismatch(shape, self.shape)
 
+    def encode(self, value):
+        """``value`` as non-tensor data of the spec: a list becomes a ``NonTensorStack``, a
+        single value ``NonTensorData`` of the spec's shape (``-1`` counted as 1); collections
+        are kept. ValueError when it does not fit."""
+        self.assert_is_in(value)
+        if isinstance(value, list):
+            return NonTensorStack.from_list(value, device=self.device)
+        if isinstance(value, (NonTensorData, NonTensorStack, RaggedTensorDict)):
+            return value
+        return NonTensorData(value, batch_size=self._safe_shape, device=self.device)
+
     def _rebuild(self, shape=None, device=..., dtype=None, fn=None):
         return NonTensor(
             shape=self.shape if shape is None else shape,

@@ -55,6 +55,8 @@ class Bounded(_TensorLeaf):
         device, dtype = _split_device_dtype(device, dtype)
         self.dtype = _as_dtype(dtype, self._default_dtype or torch.get_default_dtype())
         self.device = as_device(device) or torch.device("cpu")
+        if self.device.type == "meta":
+            raise ValueError(f"{type(self).__name__} checks its bounds, and the meta device holds no values: use a real device such as 'cpu'")
         self.domain = "continuous" if self.dtype.is_floating_point else "discrete"
         low_t, high_t = _as_numbers(low, "low").to(self.device), _as_numbers(high, "high").to(self.device)
         for name, t in (("low", low_t), ("high", high_t)):

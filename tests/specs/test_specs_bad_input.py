@@ -123,3 +123,11 @@ def test_integer_rand_covers_bounds_far_from_zero(low, span):
     assert spec.is_in(v) and set((v - low).unique().tolist()) == set(range(span + 1))
     wide = Bounded(-(2**63), 2**63 - 1, shape=(1000,), dtype=torch.int64)
     assert wide.is_in(wide.rand()) and len(wide.rand().unique()) > 900
+
+
+def test_bounded_on_the_meta_device_says_why():
+    # before: "Tensor.item() cannot be called on meta tensors", from deep inside the bounds checks
+    for make in (lambda: Bounded(0.0, 1.0, shape=(2,), device="meta"), lambda: Bounded(0.0, 1.0, shape=(2,)).to("meta")):
+        with pytest.raises(ValueError, match="meta device holds no values"):
+            make()
+    assert Unbounded((2,), device="meta").zero().device.type == "meta"  # specs without bounds still work there

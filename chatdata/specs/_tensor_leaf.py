@@ -112,9 +112,12 @@ class _TensorLeaf(TensorSpec):
             finite = torch.isfinite(lo) & torch.isfinite(hi)
             r = torch.where(finite, lo * (1 - u) + hi * u, torch.randn(shape, dtype=torch.float64, device=dev))
             return _project_float(r, low, high, self.dtype)
-        lo_i, hi_i = low.long().expand(shape), high.long().expand(shape)
+        lo_i, hi_i = low.long(), high.long()  # the bounds' own shape; u broadcasts over them
         exact = hi_i.double() - lo_i.double() < 2.0**53  # then high - low fits int64 and float64 counts it exactly
         span = torch.where(exact, hi_i - lo_i, 0).double() + 1  # (bounds near 2**62 are 1024 apart as floats)
-        off = torch.where(exact, torch.minimum(torch.floor(u * span), span - 1), torch.zeros_like(span)).long()
+        off = torch.minimum(torch.floor(u * span), span - 1)
+        if bool(exact.all()):  # low + off lies in [low, high] exactly
+            return (lo_i + off.long()).to(self.dtype)
         wide = _to_long(torch.floor(lo * (1 - u) + (hi + 1) * u))  # spans past 2**53: float steps are relatively tiny
-        return _project_int(torch.where(exact, lo_i + off, wide), low, high, self.dtype)
+        r = torch.where(exact, lo_i + torch.where(exact, off, 0).long(), wide)
+        return _project_int(r, low, high, self.dtype)

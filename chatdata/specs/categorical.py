@@ -65,7 +65,7 @@ class Categorical(_TensorLeaf):
         """Allow only some categories: ``mask`` is a bool tensor of shape ``(*shape, n)``, or
         anything that broadcasts to it (``n`` bools for every position); ``True`` = allowed.
         ``None`` removes the mask. A refused mask leaves the spec as it was."""
-        self.mask = as_mask(mask, self._safe_shape, self.n, self.device)
+        self.mask = None if mask is None else as_mask(mask, self._safe_shape, self.n, self.device)
 
     @property
     def space(self) -> CategoricalBox:

@@ -13,7 +13,7 @@ import torch
 
 from ._catmask import allowed_at, as_mask, first_allowed, nearest_allowed, sample_allowed
 from ._numbers import _as_dtype, _as_int, _dtype_range, _split_device_dtype
-from ._shape import norm_shape
+from ._shape import index_shape, norm_shape
 from ._tensor_leaf import _TensorLeaf
 from .base import CategoricalBox, as_device
 
@@ -198,6 +198,14 @@ class Binary(Categorical):
             device=self.device if device is ... else device,
             dtype=dtype or self.dtype,
         )
+
+    def __getitem__(self, index):
+        if not len(index_shape(self.shape, index)[0]):
+            raise IndexError(
+                f"cannot index a Binary spec of shape {tuple(self.shape)} by {index!r:.60}: no dim would be left, and a "
+                "Binary spec's last dim is its vector (a single 0/1 value is Categorical(2, shape=()))"
+            )
+        return super().__getitem__(index)
 
     def expand(self, *shape):
         out = super().expand(*shape)

@@ -131,3 +131,11 @@ def test_bounded_on_the_meta_device_says_why():
         with pytest.raises(ValueError, match="meta device holds no values"):
             make()
     assert Unbounded((2,), device="meta").zero().device.type == "meta"  # specs without bounds still work there
+
+
+@pytest.mark.parametrize("index", [0, -1, (..., 0)])
+def test_indexing_a_binary_spec_down_to_no_dim_is_an_index_error(index):
+    # before: "a Binary spec needs at least one dim" as a ValueError, from inside the rebuild
+    with pytest.raises(IndexError, match="no dim would be left"):
+        Binary(3)[index]
+    assert Binary(shape=(2, 3))[index if index != (..., 0) else 0].shape == (3,)

@@ -46,6 +46,18 @@ def bounds(draw, dtype, shape):
 
 
 @st.composite
+def masks(draw, shape, n):
+    """A Categorical mask: one row of n for every position, or one row per position; at least
+    one category allowed everywhere (a position with none allowed has no value)."""
+    safe = tuple(1 if d == -1 else d for d in shape)
+    rows = safe if draw(st.booleans()) else ()
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
+    mask = torch.rand(*rows, n, generator=gen) < draw(st.sampled_from([0.2, 0.5, 0.9]))
+    keep = torch.randint(0, n, rows, generator=gen)
+    return mask | torch.nn.functional.one_hot(keep, n).bool()
+
+
+@st.composite
 def leaf_specs(draw, shape=None):
     shape = draw(dims) if shape is None else shape
     kind = draw(st.sampled_from(["unbounded", "bounded", "categorical", "binary", "nontensor"]))
@@ -60,7 +72,7 @@ def leaf_specs(draw, shape=None):
     if kind == "categorical":
         dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.uint8, torch.int8, torch.float32, torch.bool]))
         n = draw(st.integers(1, 2 if dtype == torch.bool else 20))
-        return Categorical(n, shape=shape, dtype=dtype)
+        return Categorical(n, shape=shape, dtype=dtype, mask=draw(st.none() | masks(shape, n)))
     if kind == "binary":
         last = draw(st.integers(0, 4))
         return Binary(shape=tuple(shape) + (last,), dtype=draw(st.sampled_from([torch.int8, torch.int64, torch.bool, torch.uint8])))

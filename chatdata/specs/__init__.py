@@ -1,6 +1,6 @@
 """Specs for RL environments that exchange conversations: ``Composite``, ``NonTensor`` and the
-tensor specs (``Unbounded``, ``Bounded``, ``Categorical``, ``Binary``), printed as torchrl prints
-them.
+tensor specs (``Unbounded``, ``Bounded``, ``Categorical`` with its optional mask, ``Binary``),
+printed as torchrl prints them. docs/compat.md lists where they differ from torchrl's.
 
 Example:
     >>> spec = Composite(role=NonTensor(shape=(-1,), example_data="foo"), shape=(-1,))

@@ -1,8 +1,10 @@
 """``Composite``: a (nested) dict of specs describing a TensorDict or a tensorclass.
 
-Every entry's shape starts with the Composite's shape. ``zero``/``one``/``rand`` build a
-TensorDict, or a ``data_cls`` instance (``data_cls.from_tensordict(td)``) when ``data_cls``
-is given, e.g. a History for History's spec.
+Every entry's shape starts with the Composite's shape. ``zero``/``one``/``rand`` (and
+``encode`` of a dict) build a TensorDict, or a ``data_cls`` instance
+(``data_cls.from_tensordict(td)``) when ``data_cls`` is given, e.g. a History for History's
+spec. ``update`` merges another Composite in, all or nothing; ``torch.stack`` stacks
+Composites entry by entry.
 
 Example:
     >>> from chatdata.specs import Composite, NonTensor, Unbounded
@@ -340,8 +342,9 @@ class Composite:
         if not isinstance(values, dict):
             raise TypeError(f"Composite.encode takes a dict of key -> value, got {type(values).__name__}")
         td = self._encode(values)
-        self.assert_is_in(td if self.data_cls is None else self.data_cls.from_tensordict(td))
-        return td if self.data_cls is None else self.data_cls.from_tensordict(td)
+        out = td if self.data_cls is None else self.data_cls.from_tensordict(td)
+        self.assert_is_in(out)
+        return out
 
     def _encode(self, values: dict):
         entries = {}

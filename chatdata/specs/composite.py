@@ -19,102 +19,18 @@ import textwrap
 
 import torch
 
-from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict, unravel_key
+from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td.tensorclass import TensorClass
-from ._stack import spec_torch_function
 from ._shape import expand_shape, index_shape, norm_dim, norm_shape, parse_shape_args, shape_mismatch
+from ._entries import _entry, _lists_fill_shape
+from ._keys import _check_key, _SpecKeys, _unravel
+from ._stack import spec_torch_function
 from .base import TensorSpec, as_device
-from .nontensor import NonTensor, _list_shape
+from .nontensor import NonTensor
 
 __all__ = ["Composite", "history_default_spec"]
 
-RESERVED_KEYS = frozenset({"shape", "device", "dtype", "space", "domain", "data_cls"})
-
 _MISSING = object()
-
-
-def _unravel(key) -> tuple[str, ...]:
-    try:
-        return unravel_key(key)
-    except TypeError as err:
-        raise TypeError(f"Composite keys must be str or tuples of str: {err}") from None
-
-
-def _check_key(key) -> tuple[str, ...]:
-    k = _unravel(key)
-    for part in k:
-        if part in RESERVED_KEYS:
-            raise ValueError(
-                f"{part!r} is reserved in a Composite (it names one of its attributes: "
-                f"{sorted(RESERVED_KEYS)}); choose another key"
-            )
-    return k
-
-
-def _entry(value, key: str):
-    """The raw entry ``key`` of a collection (KeyError when missing)."""
-    if isinstance(value, TensorClass):
-        value = value._storage
-    if isinstance(value, RaggedTensorDict):
-        inner = value.values
-        if not hasattr(inner, "_get_raw") or isinstance(inner, (NonTensorData, NonTensorStack)):
-            raise KeyError(key)
-        leaf = inner._get_raw(key)
-        if isinstance(leaf, torch.Tensor):
-            return value.get(key)  # a nested (jagged) tensor
-        return RaggedTensorDict(leaf, value.offsets)
-    return value._get_raw(key)
-
-
-def _lists_fill_shape(spec, value) -> bool:
-    """Whether an unbatched-enough ``value`` fits ``spec.shape`` through its entries: a
-    collection of batch ``()`` whose non-tensor entries hold lists (``History(role=[...],
-    content=[...])``, torchrl's unbatched conversation) has the lists' common shape as its
-    trailing batch dims."""
-    missing = len(spec.shape) - len(value.batch_size)
-    if missing <= 0 or isinstance(value, RaggedTensorDict):
-        return False
-    shapes = set()
-    for key, sub in spec._specs.items():
-        if not isinstance(sub, NonTensor):
-            continue
-        try:
-            entry = _entry(value, key)
-        except (KeyError, AttributeError):
-            return False
-        if not isinstance(entry, NonTensorData) or entry.batch_size or not isinstance(entry.data, list):
-            return False
-        shapes.add(_list_shape(entry.data)[:missing])
-    if len(shapes) != 1:
-        return False
-    implied = (*value.batch_size, *shapes.pop())
-    return len(implied) == len(spec.shape) and shape_mismatch(implied, spec.shape) is None
-
-
-class _SpecKeys:
-    """Keys of a Composite: iterable, sized, and ``in`` accepts nested keys."""
-
-    def __init__(self, keys: list):
-        self._keys = keys
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def __len__(self):
-        return len(self._keys)
-
-    def __contains__(self, key):
-        try:
-            k = unravel_key(key)
-        except TypeError:
-            return False
-        return (k[0] if len(k) == 1 else k) in self._keys
-
-    def __eq__(self, other):
-        return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
-
-    def __repr__(self):
-        return f"_SpecKeys({self._keys})"
 
 
 class Composite:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .errors import TemplateError, UnplaceableTurnError
-from .message_words import _message_end, _next_bound, _owned_end, _reasoning_texts, _text_of
+from .message_words import _message_end, _next_bound, _own_spans, _owned_end, _owned_pieces, _reasoning_texts, _text_of
 from .parts import message_texts
 from .profile import _FRAGMENT_RE, _OPENER_RE, MARKER_RE, TemplateProfile, common_prefix_len, first_marker
 from .render import Renderer
@@ -87,8 +87,14 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
         if not body and prompt is not None and s < len(prompt):
             # an empty message before the turn marks nothing to start after, and the prompt
             # disagrees (tools moved into the last user turn): after the prompt's longest end
-            # found between the previous turn and the next message
-            got = _after_prompt_end(text, prompt, floor, _next_bound(text, chat, k, floor))
+            # found after where the prompt stops agreeing (not before it: Llama-Guard's
+            # `<|end_header_id|>` of the user header) and before what the turn says. A turn of the
+            # past may get no part of a generation prompt that opens more (Qwen3.5 and
+            # Nemotron-Nano-v2 open `<think>` only after the last user message, Command R7B's
+            # `<|START_THINKING|><|END_THINKING|>`): that end is found only in a later turn or in
+            # the system prompt, and the turn starts where the prompt stops agreeing
+            lo = max(floor, s)
+            got = _after_prompt_end(text, prompt, lo, _before_own_words(text, chat, k, lo, floor))
             if got is not None:
                 return got
         if s >= floor:
@@ -118,6 +124,13 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
             if j >= 0:
                 return j + len(h)
     return None
+
+
+def _before_own_words(text: str, chat: list, k: int, lo: int, floor: int) -> int:
+    """Where message ``k``'s first words (content, reasoning, tool-call arguments) are found from
+    ``lo``, or where the next message's text starts if it comes first: its turn starts before."""
+    hi = _next_bound(text, chat, k, floor)
+    return min([a for a, _ in _own_spans(text, _owned_pieces(chat[k]), lo) if a < hi], default=hi)
 
 
 def _own_text_before(text: str, s: int, message: dict) -> int | None:

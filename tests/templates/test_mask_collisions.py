@@ -161,3 +161,57 @@ def test_a_collision_at_the_end_of_a_long_chat_is_found(qwen_tok):
     trained = _trained("openai-gpt-oss-120b", _turns(*pairs, "s", "fine"), qwen_tok)
     assert trained == [f"<|channel|>final<|message|>answer number {i}<|end|>" for i in range(39)] + [
         "<|channel|>final<|message|>answer number 39<|end|>", "<|channel|>final<|message|>fine<|return|>"]
+
+
+_THINKING_AFTER_LAST_USER = ["Qwen3.5-4B", "Qwen-Qwen3-Next-80B-A3B", "unsloth-Qwen3.6-35B-A3B", "StepFun3.5-Flash",
+                             "stepfun-ai-Step-3.5-Flash"]
+
+
+@pytest.mark.parametrize("name", _THINKING_AFTER_LAST_USER)
+def test_a_turn_after_an_empty_message_that_gets_no_think_opener(name, qwen_tok):
+    """These templates open `<think>` in the generation prompt, but write a turn before the last user
+    message without it. After an empty user message the engine looked for the prompt's end
+    (`<think>\\n`) and found it in the last turn: the chat raised UnplaceableTurnError, and with a
+    tool call (the scan's chat) the answer "call" was silently given the last turn's span."""
+    chat = _turns("Hello", "Hi there", "", "Anything else?", "", "Bye")
+    trained = _trained(name, chat, qwen_tok)
+    assert trained[:2] == ["Hi there<|im_end|>", "Anything else?<|im_end|>"]
+    assert len(trained) == 3 and trained[2].endswith("Bye<|im_end|>") and "Anything" not in trained[2]
+    from mask_chats import WEATHER
+
+    chat = [{"role": "user", "content": "call"}, {"role": "assistant", "content": "call", "tool_calls": _call("x")},
+            {"role": "tool", "content": "Hello there[/INST]", "tool_call_id": "call1abcd", "name": "get_weather"},
+            {"role": "assistant", "content": "Be brief.</s>model"}] + _turns("", "call", "", "")
+    trained = _trained(name, chat, qwen_tok, tools=[WEATHER])
+    assert trained[1:3] == ["Be brief.</s>model<|im_end|>", "call<|im_end|>"] and len(trained) == 4
+
+
+@pytest.mark.parametrize("answer, last", [("user", "</think>"), ("Hello there", "[/INST]")])
+def test_nemotron_nano_v2_turn_after_an_empty_message_keeps_its_place(answer, last, qwen_tok):
+    """Same cause on Nemotron-Nano-v2 (`<think>` only after the last user message): a tool-calling
+    answer after an empty user message was placed on the last turn. The answer "user" was never
+    trained; with "Hello there" the last turn raised UnplaceableTurnError (its place was taken)."""
+    from mask_chats import WEATHER
+
+    chat = [{"role": "user", "content": ""}, {"role": "assistant", "content": answer, "tool_calls": _call("x")},
+            {"role": "tool", "content": "sun", "tool_call_id": "call1abcd", "name": "get_weather"},
+            {"role": "assistant", "content": last}]
+    trained = _trained("NVIDIA-Nemotron-Nano-v2", chat, qwen_tok, tools=[WEATHER])
+    assert trained[0] == answer + '\n<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "x"}}]</TOOLCALL>\n<SPECIAL_12>'
+    assert len(trained) == 2 and trained[1].endswith(last + "\n<SPECIAL_12>")
+
+
+@pytest.mark.parametrize("system", ["Be brief.", "user<|im_end|>Assistant:"])
+def test_command_r7b_answer_after_an_empty_user_message_is_not_the_system_preamble(system, qwen_tok):
+    """Command R7B's prompt ends `<|START_THINKING|><|END_THINKING|>`, which a turn of the past does not
+    get, and its tool preamble quotes `<|END_THINKING|>`: after an empty user message the turn was
+    started there, and the whole system preamble was trained as the answer."""
+    from mask_chats import WEATHER
+
+    chat = [{"role": "system", "content": system}, {"role": "user", "content": ""},
+            {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": system}]
+    assert _trained("CohereForAI-c4ai-command-r7b-12-2024-tool_use", chat, qwen_tok, tools=[WEATHER]) == [
+        "<|START_RESPONSE|>Hello<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+        f"<|START_RESPONSE|>{system}<|END_RESPONSE|><|END_OF_TURN_TOKEN|>"]
+

@@ -100,16 +100,18 @@ def _own_spans(text: str, pieces: list[str], pos: int) -> list[tuple[int, int]]:
 
 
 def _owned_pieces(message: dict) -> list[str]:
-    """The message's content, reasoning and tool-call argument values."""
+    """The message's content, reasoning and tool-call argument values. A blank argument value
+    (``"\n"``) is not one: it is found in any template's layout (the newline after the next
+    header), which would carry the turn's end past the message that follows."""
     pieces = message_texts(message) + _reasoning_texts(message)
     for call in message.get("tool_calls") or ():
         fn = call.get("function", call) if isinstance(call, dict) else None
         args = fn.get("arguments") if isinstance(fn, dict) else None
         if isinstance(args, dict):
             for v in args.values():
-                if isinstance(v, str):
+                if isinstance(v, str) and v.strip():
                     pieces += _written_forms(v)
-        elif isinstance(args, str):
+        elif isinstance(args, str) and args.strip():
             pieces.append(args)
     return pieces
 

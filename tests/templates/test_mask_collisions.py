@@ -215,3 +215,18 @@ def test_command_r7b_answer_after_an_empty_user_message_is_not_the_system_preamb
         "<|START_RESPONSE|>Hello<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
         f"<|START_RESPONSE|>{system}<|END_RESPONSE|><|END_OF_TURN_TOKEN|>"]
 
+
+@pytest.mark.parametrize("reply", ["user", "ok"])
+def test_a_blank_argument_does_not_carry_the_turn_over_the_tool_reply(reply, qwen_tok):
+    """Llama-3.3-Nemotron: the blank argument "\\n" (the call writes it escaped) was taken for words of
+    the call and found in the newline after the tool's header, so the turn ran over the tool's reply,
+    which was trained as the assistant's (on the copy with unique words a chat whose texts collide is
+    placed on)."""
+    from mask_chats import WEATHER
+
+    chat = [{"role": "user", "content": reply}, {"role": "assistant", "content": reply, "tool_calls": _call("\n")},
+            {"role": "tool", "content": reply, "tool_call_id": "call1abcd", "name": "get_weather"},
+            {"role": "assistant", "content": "Sunny."}]
+    assert _trained("nvidia-Llama-3_3-Nemotron-Super-49B-v1_5", chat, qwen_tok, tools=[WEATHER]) == [
+        reply + '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "\\n"}}]</TOOLCALL><|eot_id|>',
+        "Sunny.<|eot_id|>"]

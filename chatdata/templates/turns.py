@@ -32,7 +32,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .errors import TemplateError, UnplaceableTurnError
-from .message_words import _message_end, _next_bound, _own_spans, _owned_end, _owned_pieces, _reasoning_texts, _text_of
+from .message_words import (_message_end, _next_bound, _own_spans, _owned_end, _owned_pieces, _reasoning_texts,
+                            _text_of)
 from .parts import message_texts
 from .profile import _FRAGMENT_RE, _OPENER_RE, MARKER_RE, TemplateProfile, common_prefix_len, first_marker
 from .render import Renderer
@@ -87,12 +88,12 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
         if not body and prompt is not None and s < len(prompt):
             # an empty message before the turn marks nothing to start after, and the prompt
             # disagrees (tools moved into the last user turn): after the prompt's longest end
-            # found after where the prompt stops agreeing (not before it: Llama-Guard's
-            # `<|end_header_id|>` of the user header) and before what the turn says. A turn of the
-            # past may get no part of a generation prompt that opens more (Qwen3.5 and
-            # Nemotron-Nano-v2 open `<think>` only after the last user message, Command R7B's
-            # `<|START_THINKING|><|END_THINKING|>`): that end is found only in a later turn or in
-            # the system prompt, and the turn starts where the prompt stops agreeing
+            # found after where the prompt stops agreeing and before what the turn says. A turn
+            # of the past may get no part of a generation prompt that opens more (Qwen3.5 and
+            # Nemotron-Nano-v2 open `<think>` only after the last user message, Command R7B
+            # writes `<|START_THINKING|><|END_THINKING|>` only in the prompt): that end is found
+            # only in a later turn or in the system prompt (Command R7B's tool preamble quotes
+            # `<|END_THINKING|>`), and the turn starts where the prompt stops agreeing
             lo = max(floor, s)
             got = _after_prompt_end(text, prompt, lo, _before_own_words(text, chat, k, lo, floor))
             if got is not None:

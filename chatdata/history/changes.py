@@ -25,7 +25,7 @@ import torch
 
 from ..td import NonTensorData, RaggedTensorDict, TensorDict
 from ..td import cat
-from .columns import DEFAULTS, _stack, normalize_storage
+from .columns import CONTENT_ABSENT, DEFAULTS, FLAGS_KEY, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES, _stack, normalize_storage
 from .content import ContentBase
 from .field_checks import FIELD_RULES, check_content_rule, check_field
 from .ragged_ops import as_ragged, concat_rows, single_row
@@ -33,6 +33,7 @@ from .ragged_ops import as_ragged, concat_rows, single_row
 __all__ = ["ChangeMethods", "int_index", "storage_of"]
 
 _CONTENT_RULE_FIELDS = ("content", "role", "tool_calls", "extra")
+_FLAG_OF = {"content": CONTENT_ABSENT, "is_complete": IS_COMPLETE, "tool_calls": TOOL_CALLS, "tool_responses": TOOL_RESPONSES}
 
 
 def _as_int(i):
@@ -87,6 +88,11 @@ class ChangeMethods:
             else:
                 td._tensordict[name] = old
             raise
+        flags = td._tensordict.get(FLAGS_KEY)
+        if name == "content" and value is not None and isinstance(flags, torch.Tensor):
+            # every message now has a content key: a "no content key" mark left on one would make
+            # to_chats refuse the History as corrupt (a new tensor: copies share the old one)
+            td._tensordict[FLAGS_KEY] = flags & ~CONTENT_ABSENT
         return self
 
     def _set(self, key, name, value, inplace: bool):
@@ -221,6 +227,106 @@ class ChangeMethods:
         else:
             new = concat_rows(as_ragged(s), as_ragged(o))
         return self._result(new, inplace)
+
+    # -- updating ------------------------------------------------------------------------
+    def update(self, other=None, **kwargs):
+        """Set the fields of ``other`` (a History, or a dict / TensorDict of field values), then
+        the fields given as keywords, each as :meth:`set` checks it; ``keys_to_update`` picks
+        fields. A key that is no field (``KeyError``), a value the History cannot hold or a History
+        of other conversation lengths (``ValueError``) leave the History unchanged.
+
+        Example:
+            >>> from chatdata import History
+            >>> h = History.from_chats([[{"role": "user", "content": "a"}],
+            ...                         [{"role": "user", "content": "b"}, {"role": "assistant", "content": "c"}]])
+            >>> h.update({"content": [["A"], ["B", "C"]]}).content
+            [['A'], ['B', 'C']]
+        """
+        return self._update(other, kwargs, inplace=bool(kwargs.pop("inplace", False)))
+
+    def update_(self, other=None, **kwargs):
+        """:meth:`update`, writing into the existing entries."""
+        kwargs.pop("inplace", None)
+        return self._update(other, kwargs, inplace=True)
+
+    def _update(self, other, kwargs, inplace: bool):
+        keys = kwargs.pop("keys_to_update", None)
+        for opt in ("clone", "non_blocking", "is_leaf", "update_batch_size"):
+            kwargs.pop(opt, None)
+        columns, values = {}, {}
+        if isinstance(other, ChangeMethods):
+            columns = _same_shape_columns(self, other)
+        elif isinstance(other, (Mapping, TensorDict)):
+            values = dict(other.items())
+        elif other is not None:
+            raise TypeError(f"update takes a History or a dict of fields, got {type(other).__name__}")
+        values.update(kwargs)
+        if keys is not None:
+            keys = {k if isinstance(k, str) else k[0] for k in keys}
+            columns = _pick_columns(self, columns, keys)
+            values = {k: v for k, v in values.items() if k in keys}
+        unknown = sorted(map(str, set(values) - set(self._field_names)))
+        if unknown:
+            raise KeyError(f"History.update: {unknown} are not History fields; the fields are {list(self._field_names)}")
+        if not columns and not values:
+            return self
+        # set and checked on a shallow copy first: a refused update leaves self as it was
+        trial = self.copy()
+        trial_td = _message_td(trial)
+        trial_td._tensordict.update(columns)
+        trial.__dict__["_building"] = True  # the content rule is checked once, on the result
+        try:
+            for name, value in values.items():
+                trial.set(name, value)
+        finally:
+            trial.__dict__.pop("_building", None)
+        check_content_rule(trial_td)
+        if not (inplace and not columns and isinstance(self._storage, TensorDict)):
+            _message_td(self)._tensordict.update(trial_td._tensordict)
+            return self
+        self.__dict__["_building"] = True  # checked above: now written into the existing entries
+        try:
+            for name, value in values.items():
+                self.set(name, value, inplace=True)
+        finally:
+            self.__dict__.pop("_building", None)
+        return self
+
+
+def _message_td(h):
+    """The TensorDict of ``h``'s messages (the flat values of a batch of conversations)."""
+    s = h._storage
+    return s.values if isinstance(s, RaggedTensorDict) else s
+
+
+def _same_shape_columns(h, other) -> dict:
+    """``other``'s message columns (flags included), to be set into ``h``, whose messages they
+    must match one for one: the same batch size, and the same conversation lengths for a batch."""
+    s, o = storage_of(h), storage_of(other)
+    ragged_s, ragged_o = isinstance(s, RaggedTensorDict), isinstance(o, RaggedTensorDict)
+    same = tuple(h.batch_size) == tuple(other.batch_size) and ragged_s == ragged_o
+    if same and ragged_s:
+        same = torch.equal(s.offsets, o.offsets)
+    if not same:
+        def shape(x):
+            st = x._storage
+            if isinstance(st, RaggedTensorDict):
+                return f"conversations of lengths {st.lengths.tolist()}"
+            return f"batch size {tuple(x.batch_size)}"
+        raise ValueError(f"History.update: the History given has {shape(other)}, this one {shape(h)}; "
+                         "update takes one with the same messages (or a dict of fields)")
+    return dict(_message_td(other)._tensordict)
+
+
+def _pick_columns(h, columns: dict, keys: set) -> dict:
+    """The ``keys`` of ``columns`` (another History's), with the flags: ``h``'s own, except the
+    bits of the picked fields (a message without a content key, ...), which come with them."""
+    picked = {k: v for k, v in columns.items() if k in keys and k != FLAGS_KEY}
+    bits = sum(_FLAG_OF.get(k, 0) for k in picked)
+    if bits:
+        mine = _message_td(h)._tensordict[FLAGS_KEY]
+        picked[FLAGS_KEY] = (mine & ~bits) | (columns[FLAGS_KEY] & bits)
+    return picked
 
 
 def _as_history(cls, value, what: str):

@@ -173,6 +173,8 @@ def check_content_rule(td) -> None:
     entries = td._tensordict
     content = entries.get("content")
     if isinstance(content, NonTensorData) and content.data is not None:
+        if not td.batch_size:
+            _check_unbatched_lengths(entries.get("role"), content.data)
         return  # one content for all messages (a list at batch (): torchrl's unbatched lists)
     if packed_strings(content):
         return  # a loaded str column: no None, and no decoding to find that out
@@ -191,6 +193,21 @@ def check_content_rule(td) -> None:
         if err is not None:
             where = _where(i, td.batch_size) if td.batch_size else ""
             raise ValueError(f"History: {where}{err}")
+
+
+def _check_unbatched_lengths(role, content) -> None:
+    """torchrl's unbatched conversation (lists of roles and contents at batch ``()``) holds one
+    content per role: other lengths (or a list on one side only) would pair them up wrongly."""
+    roles = role.data if isinstance(role, NonTensorData) else None
+    parts = type(content) is list and all(type(p) is dict for p in content)  # one message's parts
+    n_roles = len(roles) if type(roles) is list else None
+    n_contents = len(content) if type(content) is list and not parts else None
+    if n_roles is None and n_contents is None or n_roles == n_contents or n_roles is not None and parts:
+        return
+    def count(n, what):
+        return f"{n} {what}s" if n is not None else f"one {what}"
+    raise ValueError(f"History: {count(n_roles, 'role')} but {count(n_contents, 'content')}; an unbatched "
+                     "History (lists of roles and contents) needs one content per role")
 
 
 def message_column(name: str, value, n: int):

@@ -30,13 +30,23 @@ def test_unbatched_lists_must_fit_the_spec_length():
         History.default_spec(shape=(3,)).assert_is_in(h)
 
 
-@pytest.mark.parametrize("bad", [
-    History(role=["user"], content=["a", "b"]),      # lists of different lengths
-    History(role="user", content="a"),               # one message, not a conversation
-    History(role=ROLES, content="one string"),       # a value without a message dim
-], ids=["uneven", "single_message", "mixed"])
-def test_unbatched_history_without_a_message_dim_is_refused(bad):
-    assert not History.default_spec().is_in(bad)
+def test_unbatched_history_without_a_message_dim_is_refused():
+    assert not History.default_spec().is_in(History(role="user", content="a"))  # one message, not a conversation
+
+
+@pytest.mark.parametrize("role, content", [
+    (["user"], ["a", "b"]),      # lists of different lengths
+    (ROLES, "one string"),       # a value without a message dim
+    ("user", ["a", "b"]),        # one role, a list of contents (not content parts)
+], ids=["uneven", "mixed", "mixed_contents"])
+def test_unbatched_lists_that_do_not_pair_up_are_refused_when_built(role, content):
+    # they were built (to_chats gave the lists as they were, rendering refused them); the spec said no
+    with pytest.raises(ValueError, match="needs one content per role"):
+        History(role=role, content=content)
+    h = History(role=ROLES, content=CONTENTS)
+    with pytest.raises(ValueError, match="needs one content per role"):
+        h.set("content", content if isinstance(content, str) else ["a"])
+    assert h.content == CONTENTS
 
 
 def test_batched_histories_still_checked_by_batch_size():

@@ -288,7 +288,14 @@ class Renderer:
         if continue_final_message:
             chat, final = _tag_final_message(chat, continue_final_message, self.template)
         variables["messages"] = chat
-        text, gen = _run(self.compiled, variables, track)
+        try:
+            text, gen = _run(self.compiled, variables, track)
+        except TemplateError as err:
+            if chat:
+                raise
+            # a template reading messages[0] fails on an empty conversation with an error that
+            # names neither: say what the template was given
+            raise TemplateError(f"{err} (the conversation has no messages; this template needs at least one)") from err
         if continue_final_message:
             text = _cut_after_final(text, final)
         return (text, gen) if track else text
@@ -304,7 +311,7 @@ def render_in_batch(renderer: Renderer, chat: list, i: int, n: int, **kwargs: An
         ...     render_in_batch(r, [], 1, 2)
         ... except TemplateError as err:
         ...     print(err)
-        chat 1: chat template failed to render: UndefinedError: list object has no element 0
+        chat 1: chat template failed to render: UndefinedError: list object has no element 0 (the conversation has no messages; this template needs at least one)
     """
     try:
         return renderer.render(chat, **kwargs)

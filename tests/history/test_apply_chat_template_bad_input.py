@@ -169,3 +169,12 @@ def test_a_tokenizer_without_a_length_limit_truncates_nothing_and_pads_nowhere(m
     assert out["input_ids"].tolist() == full["input_ids"].tolist()
     with pytest.raises(ValueError, match=r"padding='max_length' needs max_length=N"):
         h.apply_chat_template(tokenizer=mistral_tok, tokenize=True, truncation=True, padding="max_length")
+
+
+@pytest.mark.parametrize("chats", [[], [[{"role": "user", "content": "a"}], []]], ids=["empty conversation", "batch"])
+def test_an_empty_conversation_a_template_cannot_render_is_named(qwen_tok, chats):
+    # Qwen2.5's template reads messages[0]: the error said only "list object has no element 0"
+    with pytest.raises(Exception, match=r"the conversation has no messages") as err:
+        History.from_chats(chats).apply_chat_template(tokenizer=qwen_tok, tokenize=True)
+    assert type(err.value).__name__ == "TemplateError"
+    assert ("chat 1: " in str(err.value)) == bool(chats)

@@ -296,16 +296,24 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
 
     def copy(self) -> "History":
         """A shallow copy: a new History over new containers sharing the column data
-        (tensordict's ``copy``). ``append``/``extend`` on one never change the other.
+        (tensordict's ``copy``). ``append``/``extend``, setting a field and writing messages
+        (``c[i] = message``) on one never change the other: each column's index and the flag
+        tensors are copied (strings are shared, never copied).
 
         Example:
             >>> h = History.from_chats([{"role": "user", "content": "a"}])
             >>> c = h.copy()
             >>> _ = h.append(History(role="assistant", content="b"))
+            >>> c[0] = {"role": "system", "content": "s"}
             >>> c.role, h.role
-            (['user'], ['user', 'assistant'])
+            (['system'], ['user', 'assistant'])
         """
-        return type(self)._from_storage(self._storage.clone(recurse=False))
+        storage = self._storage.clone(recurse=False)
+        entries = (storage.values if isinstance(storage, RaggedTensorDict) else storage)._tensordict
+        for name, entry in entries.items():
+            if isinstance(entry, (NonTensorStack, torch.Tensor)):  # written in place by c[i] = message
+                entries[name] = entry.clone()
+        return type(self)._from_storage(storage)
 
     def __getitem__(self, index):
         """``h["role"]`` reads a field (or the ``_flags`` column); a key that is neither is a

@@ -59,6 +59,24 @@ def test_copy_is_independent_of_append_and_extend(chats):
     assert h.to_chats() != before
 
 
+def test_writing_messages_into_a_copy_leaves_the_original():
+    # c[i] = message wrote into the column both shared: the original changed too (torchrl's copy
+    # keeps them apart); its is_complete and flags as well
+    conv = History.from_chats([{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [{"id": "1"}]}])
+    before = conv.to_chats()
+    c = conv.copy()
+    c[1] = History(role="assistant", content="z", is_complete=False)
+    assert conv.to_chats() == before
+    assert c.to_chats()[1] == {"role": "assistant", "content": "z", "is_complete": False}
+    batch = History.from_chats(CHATS)
+    before = batch.to_chats()
+    c = batch.copy()
+    row = c[1]
+    row[0] = History(role="system", content="s")
+    assert batch.to_chats() == before
+    assert c.to_chats()[1][0] == {"role": "system", "content": "s"}
+
+
 def test_copy_of_a_single_message():
     m = History(role="user", content="x")
     c = m.copy()

@@ -30,7 +30,7 @@ from .content import ContentBase
 from .field_checks import FIELD_RULES, check_content_rule, check_field
 from .ragged_ops import as_ragged, concat_rows, single_row
 
-__all__ = ["ChangeMethods", "int_index", "storage_of"]
+__all__ = ["ChangeMethods", "int_index", "one_key", "storage_of"]
 
 _CONTENT_RULE_FIELDS = ("content", "role", "tool_calls", "extra")
 _FLAG_OF = {"content": CONTENT_ABSENT, "is_complete": IS_COMPLETE, "tool_calls": TOOL_CALLS, "tool_responses": TOOL_RESPONSES}
@@ -70,6 +70,7 @@ class ChangeMethods:
         The value must be one a History can hold (``ValueError`` otherwise, the History unchanged):
         see :mod:`chatdata.history.field_checks`.
         """
+        key = one_key(key)
         name = key[0] if isinstance(key, tuple) else key
         if name not in FIELD_RULES or isinstance(key, tuple):
             return self._set(key, name, value, inplace)
@@ -118,7 +119,7 @@ class ChangeMethods:
         """``h["role"] = ...`` sets a field (:meth:`set`); ``h[i] = message`` writes messages (a
         History, or message dicts, checked as :meth:`from_chats` checks them) into a conversation
         or a batch of equal-length conversations."""
-        if isinstance(index, str):
+        if isinstance(one_key(index), str):
             self.set(index, value)
             return
         value = _as_history(type(self), value, "item assignment")
@@ -257,12 +258,12 @@ class ChangeMethods:
         if isinstance(other, ChangeMethods):
             columns = _same_shape_columns(self, other)
         elif isinstance(other, (Mapping, TensorDict)):
-            values = dict(other.items())
+            values = {one_key(k): v for k, v in other.items()}
         elif other is not None:
             raise TypeError(f"update takes a History or a dict of fields, got {type(other).__name__}")
         values.update(kwargs)
         if keys is not None:
-            keys = {k if isinstance(k, str) else k[0] for k in keys}
+            keys = {one_key(k) for k in keys}
             columns = _pick_columns(self, columns, keys)
             values = {k: v for k, v in values.items() if k in keys}
         unknown = sorted(map(str, set(values) - set(self._field_names)))
@@ -291,6 +292,11 @@ class ChangeMethods:
         finally:
             self.__dict__.pop("_building", None)
         return self
+
+
+def one_key(key):
+    """``("role",)`` is the key ``"role"`` (as in tensordict): checked as the field it names."""
+    return key[0] if type(key) is tuple and len(key) == 1 else key
 
 
 def _message_td(h):

@@ -28,7 +28,7 @@ import torch
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorClass, TensorDict
 from ..td.core import is_integer_dtype
 from ..td.tensorclass import register_tensorclass
-from .changes import ChangeMethods, int_index, storage_of
+from .changes import ChangeMethods, int_index, one_key, storage_of
 from .columns import CONTENT_ABSENT, FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
 from .field_checks import check_content_rule, check_message_columns, message_column
@@ -319,8 +319,9 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         """``h["role"]`` reads a field (or the ``_flags`` column); a key that is neither is a
         ``KeyError`` (``h["contents"]`` gave None). Any other index selects conversations or
         messages. ``h.get(key, default)`` still gives ``default`` (None) for a missing key."""
-        if type(index) is str and index not in self._field_names and index != FLAGS_KEY:
-            raise KeyError(f"History has no field {index!r}; its fields are {list(self._field_names)}")
+        key = one_key(index)  # ("role",) is "role"
+        if type(key) is str and key not in self._field_names and key != FLAGS_KEY:
+            raise KeyError(f"History has no field {key!r}; its fields are {list(self._field_names)}")
         return super().__getitem__(index)
 
     def _index(self, index):

@@ -292,3 +292,28 @@ def test_dataset_rows_given_as_chats_are_named_with_what_to_pass():
                                          r"pass \[row\['messages'\] for row in rows\]"):
         History.from_chats(rows)
     assert History.from_chats([r["messages"] for r in rows]).to_chats() == [rows[0]["messages"]]
+
+
+@pytest.mark.parametrize("write", [
+    lambda h, v: h.set(("role",), v),
+    lambda h, v: h.__setitem__(("role",), v),
+    lambda h, v: h.update({("role",): v}),
+], ids=["set", "setitem", "update"])
+def test_a_one_element_tuple_key_is_checked_as_the_field(write):
+    # h.set(("role",), [3, 4]) skipped the checks: the roles became ints, to_chats gave them back
+    h = History.from_chats([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    with pytest.raises(ValueError, match="'role' must be a str, got int"):
+        write(h, [3, 4])
+    assert h.role == ["user", "assistant"]
+    write(h, ["system", "user"])
+    assert h.role == ["system", "user"]
+    ragged = History.from_chats([[{"role": "user", "content": "a"}], []])
+    ragged.set(("role",), [["system"], []])  # was a BatchSizeError about negative dims
+    assert ragged.role == [["system"], []]
+
+
+def test_a_one_element_tuple_key_that_is_no_field_is_a_key_error():
+    h = History.from_chats([{"role": "user", "content": "a"}])
+    assert h[("role",)] == ["user"]
+    with pytest.raises(KeyError, match="no field 'roles'"):
+        h[("roles",)]  # gave None

@@ -132,6 +132,9 @@ def apply_chat_template(
             raise ValueError("train_on / last_turn_only / loss_weights choose the trained tokens: they need "
                              "tokenize=True (they imply return_assistant_tokens_mask=True)")
         return_assistant_tokens_mask = True
+    if return_assistant_tokens_mask and return_dict is False:  # as transformers: the masks would be dropped
+        raise ValueError("return_assistant_tokens_mask=True (and train_on / last_turn_only / loss_weights) returns "
+                         "the masks in a dict: pass return_dict=True (or leave it unset)")
     chats, single = _chats_of(history)
     template = resolve_chat_template(tokenizer, chat_template, chat_template_name, tools)
     if continue_final_message:

@@ -178,3 +178,14 @@ def test_an_empty_conversation_a_template_cannot_render_is_named(qwen_tok, chats
         History.from_chats(chats).apply_chat_template(tokenizer=qwen_tok, tokenize=True)
     assert type(err.value).__name__ == "TemplateError"
     assert ("chat 1: " in str(err.value)) == bool(chats)
+
+
+@pytest.mark.parametrize("kwargs", [{"return_assistant_tokens_mask": True}, {"train_on": ["assistant", "tool"]},
+                                    {"loss_weights": {"assistant": 1.0}}], ids=["mask", "train_on", "loss_weights"])
+def test_masks_with_return_dict_false_are_refused(qwen_tok, kwargs):
+    # the masks (and loss weights) were computed, then dropped: only input_ids came back
+    # (transformers and torchrl raise a ValueError)
+    with pytest.raises(ValueError, match="pass return_dict=True"):
+        History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, return_dict=False, **kwargs)
+    out = History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, **kwargs)
+    assert "assistant_masks" in out

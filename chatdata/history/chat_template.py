@@ -237,6 +237,10 @@ def _messages(parsed, text: str, name: str, where: str):
     to_chats = getattr(parsed, "to_chats", None)
     msgs = parsed if to_chats is None else to_chats()
     msgs = [msgs] if isinstance(msgs, dict) else msgs
+    if not isinstance(msgs, (list, tuple)) or not all(isinstance(m, dict) for m in msgs):
+        bad = msgs if not isinstance(msgs, (list, tuple)) else next(m for m in msgs if not isinstance(m, dict))
+        raise TypeError(f"{where}the output parser registered for {name!r} returned {type(bad).__name__} "
+                        f"{bad!r:.40}; a parser returns a list of message dicts (or a History)")
     if not msgs and text.strip():
         raise ValueError(f"{where}from_text found no message of the {name!r} format in {text[:60]!r}"
                          f"{'...' if len(text) > 60 else ''}; was it rendered with another template? Pass "

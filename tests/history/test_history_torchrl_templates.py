@@ -128,3 +128,11 @@ def test_keywords_never_match_without_a_tokenizer_path(fresh_name):
     add_chat_template(template_name=fresh_name, template=BRACKETS, model_family_keywords=["qwen"])
     text = History.from_chats(CHAT[1:3]).apply_chat_template(add_generation_prompt=False)
     assert text.startswith("<|im_start|>user")  # no tokenizer: the ChatML default
+
+
+@pytest.mark.parametrize("returns", [5, None, [{"role": "user", "content": "x"}, "stray"]], ids=["int", "None", "str item"])
+def test_a_parser_returning_no_messages_is_named(fresh_name, returns):
+    # the error was from_chats' ("takes a list of message dicts ..., got int"), naming no parser
+    add_chat_template(fresh_name, BRACKETS, inverse_parser=lambda text: returns)
+    with pytest.raises(TypeError, match=f"output parser registered for '{fresh_name}' returned"):
+        History.from_text("[USER] x\n", chat_template_name=fresh_name)

@@ -101,9 +101,18 @@ class ChangeMethods:
         if name in self._field_names and isinstance(storage, RaggedTensorDict) and not isinstance(key, tuple):
             n = storage.numel()
             if isinstance(value, list):
+                # one list per conversation: a str's len() matching a conversation's would set its characters
+                if not all(type(v) is list for v in value):
+                    bad = next(v for v in value if type(v) is not list)
+                    raise ValueError(f"cannot set {name!r} on a batch of conversations: give one list of values per "
+                                     f"conversation (nested lists), or one value for every message; got a list "
+                                     f"holding {type(bad).__name__} {bad!r:.40}")
                 if len(value) != len(storage) or [len(v) for v in value] != storage.lengths.tolist():
                     raise ValueError(f"cannot set {name!r}: nested list lengths do not match the conversation lengths")
                 storage.values._tensordict[name] = _stack([x for v in value for x in v])
+            elif isinstance(value, (tuple, torch.Tensor, np.ndarray)):
+                raise ValueError(f"cannot set {name!r} on a batch of conversations from a {type(value).__name__}: give "
+                                 "one list of values per conversation (nested lists), or one value for every message")
             else:
                 storage.values._tensordict[name] = NonTensorData(DEFAULTS.get(name) if value is None else value, batch_size=(n,))
             return self

@@ -317,3 +317,19 @@ def test_a_one_element_tuple_key_that_is_no_field_is_a_key_error():
     assert h[("role",)] == ["user"]
     with pytest.raises(KeyError, match="no field 'roles'"):
         h[("roles",)]  # gave None
+
+
+def test_a_flat_list_of_str_never_sets_characters_of_a_ragged_batch():
+    # conversation lengths 4 and 9 equal len("user") and len("assistant"): the roles became the characters
+    h = History.from_chats([[{"role": "user", "content": "a"}] * 4, [{"role": "user", "content": "b"}] * 9])
+    before = h.to_chats()
+    with pytest.raises(ValueError, match="one list of values per conversation"):
+        h.role = ["user", "assistant"]
+    with pytest.raises(ValueError, match="one list of values per conversation"):
+        h.set("content", ["abcd", "x" * 9])
+    for value in (("user",) * 13, torch.ones(13, dtype=torch.bool)):
+        with pytest.raises(ValueError, match="one list of values per conversation"):
+            h.is_complete = value
+    assert h.to_chats() == before
+    h.role = [["user"] * 4, ["assistant"] * 9]
+    assert h.role[1] == ["assistant"] * 9

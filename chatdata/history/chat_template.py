@@ -223,7 +223,8 @@ def parse_text(text, chat_template_name=None, chat_template=None, tokenizer=None
     from ..templates import parse_chat_text
 
     check_tokenizer(tokenizer)
-    name = chat_template_name or template_name_for(chat_template, tokenizer)
+    # an empty name is refused as apply_chat_template refuses it, not read as "no name" (chatml_format)
+    name = chat_template_name if chat_template_name is not None else template_name_for(chat_template, tokenizer)
     if isinstance(text, str):
         return _messages(parse_chat_text(text, name), text, name, "")
     if not isinstance(text, (list, tuple)) or not all(isinstance(t, str) for t in text):

@@ -189,3 +189,11 @@ def test_masks_with_return_dict_false_are_refused(qwen_tok, kwargs):
         History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, return_dict=False, **kwargs)
     out = History.from_chats(CHATS).apply_chat_template(tokenizer=qwen_tok, **kwargs)
     assert "assistant_masks" in out
+
+
+def test_from_text_refuses_an_empty_template_name_as_apply_chat_template_does():
+    # chat_template_name="" parsed with chatml_format (the default for no name) without a word
+    with pytest.raises(ValueError, match="Unknown chat template name ''"):
+        History.from_text("<|header_start|>user<|header_end|>\n\nhi<|eot|>", chat_template_name="")
+    with pytest.raises(ValueError, match="Unknown chat template name ''"):
+        History.from_chats(CHATS).apply_chat_template(chat_template_name="")

@@ -23,14 +23,14 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from ..td import NonTensorData, RaggedTensorDict, TensorDict
+from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td import cat
 from .columns import CONTENT_ABSENT, DEFAULTS, FLAGS_KEY, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES, _stack, normalize_storage
 from .content import ContentBase
 from .field_checks import FIELD_RULES, check_content_rule, check_field
 from .ragged_ops import as_ragged, concat_rows, single_row
 
-__all__ = ["ChangeMethods", "int_index", "one_key", "storage_of"]
+__all__ = ["ChangeMethods", "int_index", "one_key", "own_columns", "storage_of"]
 
 _CONTENT_RULE_FIELDS = ("content", "role", "tool_calls", "extra")
 _FLAG_OF = {"content": CONTENT_ABSENT, "is_complete": IS_COMPLETE, "tool_calls": TOOL_CALLS, "tool_responses": TOOL_RESPONSES}
@@ -330,7 +330,14 @@ def _same_shape_columns(h, other) -> dict:
             return f"batch size {tuple(x.batch_size)}"
         raise ValueError(f"History.update: the History given has {shape(other)}, this one {shape(h)}; "
                          "update takes one with the same messages (or a dict of fields)")
-    return dict(_message_td(other)._tensordict)
+    return own_columns(_message_td(other)._tensordict)
+
+
+def own_columns(entries: dict) -> dict:
+    """``entries`` with each string column given its own index (the strings stay shared) and each
+    tensor column copied: ``h[i] = message`` writes into those in place, and must never write
+    into another History's."""
+    return {name: e.clone() if isinstance(e, (NonTensorStack, torch.Tensor)) else e for name, e in entries.items()}
 
 
 def _pick_columns(h, columns: dict, keys: set) -> dict:

@@ -28,7 +28,7 @@ import torch
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorClass, TensorDict
 from ..td.core import is_integer_dtype
 from ..td.tensorclass import register_tensorclass
-from .changes import ChangeMethods, int_index, one_key, storage_of
+from .changes import ChangeMethods, int_index, one_key, own_columns, storage_of
 from .columns import CONTENT_ABSENT, FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
 from .field_checks import check_content_rule, check_message_columns, message_column
@@ -310,9 +310,7 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         """
         storage = self._storage.clone(recurse=False)
         entries = (storage.values if isinstance(storage, RaggedTensorDict) else storage)._tensordict
-        for name, entry in entries.items():
-            if isinstance(entry, (NonTensorStack, torch.Tensor)):  # written in place by c[i] = message
-                entries[name] = entry.clone()
+        entries.update(own_columns(entries))  # c[i] = message writes into the columns in place
         return type(self)._from_storage(storage)
 
     def __getitem__(self, index):

@@ -99,3 +99,12 @@ def test_setting_content_on_messages_without_a_content_key(setter):
     one = History.from_chats(RAGGED[0])
     one.content = ["x"]
     assert one.to_chats() == [{"role": "assistant", "content": "x", "tool_calls": [{"id": "1"}]}]
+
+
+def test_writing_messages_after_update_from_a_history_leaves_that_history_alone():
+    h = History.from_chats(CONV)
+    other = History.from_chats([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}])
+    h.update(other)
+    h[0] = {"role": "system", "content": "s"}  # wrote into the column both shared
+    assert other.to_chats() == [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+    assert h.to_chats()[0] == {"role": "system", "content": "s"}

@@ -171,6 +171,7 @@ class ChangeMethods:
             >>> h.content
             [['a', 'A'], ['b', 'B']]
         """
+        _check_inplace(inplace, "append")
         history = _as_history(type(self), history, "append")
         if not self.batch_dims:
             raise RuntimeError("Cannot append an element to a batchless History (one message). Call unsqueeze(0) first on self.")
@@ -216,6 +217,7 @@ class ChangeMethods:
             >>> h.role
             ['user', 'assistant', 'user']
         """
+        _check_inplace(inplace, "extend")
         history = _as_history(type(self), history, "extend")
         if not self.batch_dims:
             raise RuntimeError("Cannot add an element to a batchless History (one message). Call unsqueeze(0) first on self.")
@@ -349,6 +351,12 @@ def _pick_columns(h, columns: dict, keys: set) -> dict:
         mine = _message_td(h)._tensordict[FLAGS_KEY]
         picked[FLAGS_KEY] = (mine & ~bits) | (columns[FLAGS_KEY] & bits)
     return picked
+
+
+def _check_inplace(inplace, what: str) -> None:
+    """``inplace="no"`` (or 0/1, None) is no bool: it would grow self or not by its truthiness."""
+    if type(inplace) is not bool:
+        raise TypeError(f"{what}: inplace must be True or False, got {inplace!r:.40}")
 
 
 def _as_history(cls, value, what: str):

@@ -333,3 +333,14 @@ def test_a_flat_list_of_str_never_sets_characters_of_a_ragged_batch():
     assert h.to_chats() == before
     h.role = [["user"] * 4, ["assistant"] * 9]
     assert h.role[1] == ["assistant"] * 9
+
+
+@pytest.mark.parametrize("inplace", ["no", 0, None, np.bool_(False)], ids=repr)
+def test_append_and_extend_take_a_bool_inplace(inplace):
+    # inplace="no" is truthy: the History grew in place while the caller asked for a new one
+    conv = History.from_chats(_BATCH[1])
+    with pytest.raises(TypeError, match=r"inplace must be True or False"):
+        conv.append({"role": "user", "content": "x"}, inplace=inplace)
+    with pytest.raises(TypeError, match=r"inplace must be True or False"):
+        conv.extend([{"role": "user", "content": "x"}], inplace=inplace)
+    assert conv.to_chats() == _BATCH[1]

@@ -50,18 +50,15 @@ from .arrow_columns import JSON_META, json_field, python_array, string_array, te
 from .arrow_fields import DEFAULTS as _DEFAULTS, flag_union, is_default_const as _is_default_const, optional_fields
 from .arrow_read import find_bad_rows, history_from_arrow
 from .deps import require_pyarrow
+from .stitch import as_conversations
 
 __all__ = ["history_to_arrow", "history_from_arrow", "messages_array", "find_bad_rows", "NULL_KEYS"]
 
 
 def _as_batch(h):
-    if h.ndim == 0:
+    if h.ndim == 0:  # one message: a conversation of it
         return h.unsqueeze(0).unsqueeze(0)
-    if h.ndim == 1:  # one conversation; an empty one is ``History.from_chats([])``: no conversations
-        return h.unsqueeze(0) if h.batch_size[0] else h.unsqueeze(0)[0:0]
-    if h.ndim != 2:
-        raise ValueError(f"to_arrow takes a conversation or a batch of them, got batch size {tuple(h.batch_size)}")
-    return h
+    return as_conversations(h, "to_arrow")  # one conversation, also without messages (h[i]), is one row
 
 
 def _values(col, n: int) -> list:

@@ -141,6 +141,10 @@ def history_from_arrow(obj, column: str = "messages"):
     flat = _messages(msgs, st, names, n, offsets.numpy())
     off = offsets.tolist()
     chats = [flat[a:b] for a, b in zip(off[:-1], off[1:])]
+    if not chats:  # from_chats([]) is one conversation without messages (batch (0,)), not no rows
+        from .stitch import empty_history
+
+        return empty_history()
     try:
         return History.from_chats(chats)
     except ValueError as err:

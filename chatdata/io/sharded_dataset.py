@@ -111,9 +111,9 @@ class ShardedDataset(LazyShards):
         tables = [self.shard(k).to_arrow(column) if self.kind == "History" else ragged_to_arrow(self.shard(k))
                   for k in range(self.num_shards)]
         if not tables:
-            from ..history import History
+            from .stitch import empty_history
 
-            return History.from_chats([]).to_arrow(column)
+            return empty_history().to_arrow(column)
         if self.kind not in ("History", None):
             return pa.concat_tables(tables, promote_options="permissive")
         from .arrow_check import encoding_clash, key_orders, order_clash
@@ -137,7 +137,7 @@ class ShardedDataset(LazyShards):
 
     # -- writing ----------------------------------------------------------------------------
     def append(self, obj) -> None:
-        """Write ``obj`` (a batch of conversations, or a ragged token set) as a new shard and
+        """Write ``obj`` (a batch of conversations, one conversation, or a ragged token set) as a new shard and
         add it to the manifest atomically; safe with other writers appending at the same time.
         ``obj`` may be a sharded dataset (another one, or this one): its shards are copied in as
         new shards, all added in one update of the manifest."""
@@ -148,17 +148,10 @@ class ShardedDataset(LazyShards):
         if isinstance(obj, LazyShards):  # its shards, as they are (each one checked against its manifest)
             pieces, kind = [obj.shard(k) for k in range(obj.num_shards)], obj.kind
         else:
-            if isinstance(obj, History) and obj.ndim == 1:  # one conversation; none: History.from_chats([])
-                if obj.batch_size[0]:
-                    obj = obj.unsqueeze(0)
-                else:
-                    from .stitch import empty_history
+            if isinstance(obj, History):  # one conversation (also one without messages) is one item
+                from .stitch import as_conversations
 
-                    obj = empty_history()
-            if isinstance(obj, History) and obj.ndim != 2:
-                raise ValueError(f"append takes a batch of conversations (batch (n, -1)) or one conversation, got a "
-                                 f"History of batch {tuple(obj.batch_size)}"
-                                 + (" (one message: unsqueeze(0) makes it a conversation)" if obj.ndim == 0 else ""))
+                obj = as_conversations(obj, "append")
             if not callable(getattr(obj, "memmap", None)):
                 raise TypeError(f"append takes a History or a ragged token set, got {type(obj).__name__}"
                                 + (" (History.from_chats(chats) makes one from message dicts)"

@@ -31,7 +31,7 @@ from ..history import History
 from ..history.columns import DEFAULTS, FIELDS, FLAGS_KEY
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, cat
 
-__all__ = ["stitch_histories", "empty_history"]
+__all__ = ["stitch_histories", "empty_history", "as_conversations"]
 
 COLUMNS = (*FIELDS, FLAGS_KEY)
 
@@ -44,6 +44,24 @@ def empty_history() -> History:
         torch.Size([0, -1])
     """
     return History.from_chats([[]])[0:0]
+
+
+def as_conversations(h: History, what: str) -> History:
+    """``h`` as a batch of conversations (batch ``(n, -1)``): a 1-D History is one conversation,
+    also when it has no messages (``h[i]`` of an empty one: a row, not none). ``what`` names the
+    caller in the error for any other batch size.
+
+    Example:
+        >>> as_conversations(History.from_chats([[], [{"role": "user", "content": "hi"}]])[0], "x").to_chats()
+        [[]]
+    """
+    if h.ndim == 1:
+        return h.unsqueeze(0)
+    if h.ndim != 2:
+        raise ValueError(f"{what} takes a conversation (batch (n_messages,)) or a batch of them (batch (n, -1)), "
+                         f"got a History of batch {tuple(h.batch_size)}"
+                         + (" (one message: unsqueeze(0) makes it a conversation)" if h.ndim == 0 else ""))
+    return h
 
 
 def _column(piece: History, name: str, n: int):

@@ -345,11 +345,15 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     pa = require_pyarrow()
     import pyarrow.parquet as pq
 
+    from ..history import History
     from .sharded import open_dataset
+    from .stitch import as_conversations, empty_history
 
     chunk_size = check_count("chunk_size", chunk_size)
     if isinstance(ds, (str, os.PathLike)):
         ds = open_dataset(ds)
+    if isinstance(ds, History):  # one conversation (h[i]) is one row: its chunks must not cut it into rows
+        ds = as_conversations(ds, "export_parquet")
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"{out} is a folder; give a .parquet file name")
@@ -363,9 +367,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
             schemas.append(s)
         orders.append(key_orders(t, column))
     if not schemas:
-        from ..history import History
-
-        schemas.append(History.from_chats([]).to_arrow(column).schema)
+        schemas.append(empty_history().to_arrow(column).schema)
     # a text field that is JSON in some chunks (content parts mixed with str) and plain in others:
     # one schema would keep one tag for both, misreading the other chunks; and a field of types one
     # schema cannot hold (an int in one chunk, a str in another: this export failed on it): write

@@ -69,9 +69,9 @@ def read(path, *, column: str = "messages"):
     paths = [str(p.absolute()) for p in obj.shard_paths()] if isinstance(obj, ShardedDataset) else \
         [str(Path(path).absolute())]
     if not paths:
-        from ..history import History
+        from ..io.stitch import empty_history
 
-        return ray.data.from_arrow(History.from_chats([]).to_arrow(column))
+        return ray.data.from_arrow(empty_history().to_arrow(column))
     if len(paths) < 2 or getattr(obj, "kind", "History") not in ("History", None):
         load = ray.remote(_load_table)
         return ray.data.from_arrow_refs([load.remote(p, column) for p in paths])

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from chatdata import History, load_memmap
 from chatdata.io.arrow_history import find_bad_rows
+from io_helpers import batch
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON = {b"chatdata.encoding": b"json"}
@@ -155,7 +156,7 @@ def test_dictionary_roles_with_null_rows_report_the_rows():
 @settings(max_examples=40, deadline=None)
 def test_dictionary_encoded_tables_read_as_their_plain_tables(rows):
     chats = [[{"role": r, "content": c} for r, c in conv] for conv in rows]
-    plain = History.from_chats(chats).to_arrow()
+    plain = batch(chats).to_arrow()
     enc = pa.large_list(pa.struct([("role", pa.dictionary(pa.int16(), pa.string())),
                                    ("content", pa.dictionary(pa.int32(), pa.large_string()))]))
     assert History.from_arrow(plain.cast(pa.schema([("messages", enc)]))).to_chats() == chats

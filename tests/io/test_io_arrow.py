@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import chatdata
 from chatdata import History, NonTensorStack, TensorDict, load_memmap
 from chatdata.data import load_sample_chats
+from io_helpers import batch
 
 TOOL_CHATS = [
     [
@@ -135,7 +136,7 @@ def _content_rule(m):
         "reasoning_content": st.text(max_size=5),
     }).map(_content_rule), max_size=4), max_size=5))
 def test_roundtrip_property(chats):
-    h = History.from_chats(chats)
+    h = batch(chats)
     assert History.from_arrow(h.to_arrow()).to_chats() == chats
     assert History.from_arrow(_parquet_roundtrip(h.to_arrow())).to_chats() == chats
 
@@ -185,8 +186,8 @@ def test_other_column_name_and_empty():
     h = History.from_chats(TOOL_CHATS)
     t = h.to_arrow(column="conversation")
     assert History.from_arrow(t, column="conversation").to_chats() == TOOL_CHATS
-    empty = History.from_chats([])
-    assert History.from_arrow(empty.to_arrow()).to_chats() == []
+    assert History.from_arrow(batch([]).to_arrow()).to_chats() == []  # no conversations: no rows
+    assert History.from_arrow(History.from_chats([]).to_arrow()).to_chats() == [[]]  # one, without messages
     one = History.from_chats(TOOL_CHATS[0])  # a single conversation is one row
     assert History.from_arrow(one.to_arrow()).to_chats() == [TOOL_CHATS[0]]
 

@@ -8,6 +8,7 @@ import pytest
 
 import chatdata
 from chatdata import History
+from io_helpers import batch
 
 
 def chats(*texts):
@@ -36,7 +37,7 @@ def test_a_datasets_dataset_without_the_column_names_its_columns():
 def corpus(tmp_path, *parts):
     w = chatdata.open_dataset(tmp_path / "c", mode="a")
     for texts in parts:
-        w.append(History.from_chats(chats(*texts)))
+        w.append(batch(chats(*texts)))
     return tmp_path / "c"
 
 
@@ -211,9 +212,9 @@ def test_a_sharded_dataset_of_the_other_kind_is_refused_and_leaves_nothing(tmp_p
     assert sorted(path.rglob("*")) == before
 
 
-def test_appending_history_from_no_chats_adds_no_conversation(tmp_path):
+def test_appending_a_batch_of_no_chats_adds_no_conversation(tmp_path):
     w = chatdata.open_dataset(tmp_path / "c", mode="a")
-    w.append(History.from_chats([]))  # batch (0,): was taken for one conversation, and read back as []
+    w.append(batch([]))  # batch (0, -1)
     w.append(History.from_chats(chats("a")))
     assert len(w) == 1 and chatdata.open_dataset(tmp_path / "c").to_chats() == chats("a")
     w.append(History.from_chats(chats("b"))[0])  # one conversation (batch (n_messages,)) is still one

@@ -26,6 +26,7 @@ import chatdata
 from chatdata import History
 from chatdata.io.arrow_history import find_bad_rows
 from chatdata.io.deps import arrow_json_type
+from io_helpers import batch
 
 datasets.disable_progress_bars()
 
@@ -142,7 +143,7 @@ def test_a_sharded_dataset_cut_anywhere_gives_every_slice_back(tmp_path_factory,
     ds = chatdata.open_dataset(folder, mode="a")
     bounds = [0, *sorted(min(c, len(chats)) for c in cuts), len(chats)]
     for lo, hi in zip(bounds, bounds[1:]):
-        ds.append(History.from_chats(chats[lo:hi]))
+        ds.append(batch(chats[lo:hi]))
     back = chatdata.open_dataset(folder)
     assert len(back) == len(chats)
     assert back.to_chats() == chats

@@ -14,6 +14,7 @@ import chatdata
 from chatdata import History, load_memmap, open_dataset
 from chatdata.data import load_sample_chats
 from chatdata.io.tables import export_parquet, import_tables
+from io_helpers import batch
 
 ROOT = Path(__file__).resolve().parents[2]
 CHATS = load_sample_chats()  # tool calls with dict arguments, unicode
@@ -134,7 +135,7 @@ def test_bad_sources_name_the_file(tmp_path, cli):
     with pytest.raises(ValueError, match=r"garbage.parquet: cannot read it as Parquet"):
         import_tables(tmp_path / "garbage.parquet", tmp_path / "o3")
     assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
-    pq.write_table(History.from_chats([]).to_arrow(), tmp_path / "empty.parquet")
+    pq.write_table(batch([]).to_arrow(), tmp_path / "empty.parquet")
     res = cli("import", tmp_path / "empty.parquet", tmp_path / "o4")
     assert res.returncode == 1 and "holds no conversation; pass --allow-empty" in res.stderr
     assert cli("import", tmp_path / "empty.parquet", tmp_path / "o4", "--allow-empty", "-q").returncode == 0

@@ -25,6 +25,7 @@ from chatdata import History, load_memmap
 from chatdata.cli.export import export_dataset
 from chatdata.cli.import_ import import_file
 from chatdata.io.tables import export_parquet
+from io_helpers import batch
 
 _FIELDS = ("role", "content", "is_complete", "tool_calls", "tool_responses")
 _odd = st.sampled_from(["\x00", "\u2028", "\u2029", "\u0301", "e\u0301", "\u202e", "\u200f", "ש", "\U0001F600",
@@ -118,7 +119,7 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Hea
 @settings(max_examples=60, **_SETTINGS)
 @given(chats=chats_st)
 def test_memory_memmap_arrow_parquet_and_hf_give_the_chats_back(tmp_path_factory, chats):
-    h = History.from_chats(chats)
+    h = batch(chats)
     _same(chats, h.to_chats())
     path = tmp_path_factory.mktemp("h") / "h"
     h.memmap(path)
@@ -171,7 +172,7 @@ def test_cli_import_then_export_gives_the_chats_back(tmp_path_factory, chats):
 
 def test_an_empty_conversation_batch_round_trips_everywhere(tmp_path):
     for chats in ([], [[]], [[], []]):
-        h = History.from_chats(chats)
+        h = batch(chats)
         assert History.from_arrow(_parquet(h.to_arrow())).to_chats() == chats
         assert History.from_arrow(datasets.Dataset(h.to_arrow())).to_chats() == chats
         h.memmap(tmp_path / f"e{len(chats)}")

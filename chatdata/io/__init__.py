@@ -63,7 +63,7 @@ def _stack_to_arrow(self):
         >>> NonTensorStack.from_list(["a"]).to_arrow().to_pylist()
         ['a']
     """
-    from .arrow_columns import nontensor_to_arrow
+    from .arrow_td import nontensor_to_arrow
 
     return nontensor_to_arrow(self)
 
@@ -76,7 +76,7 @@ def _stack_from_arrow(cls, array):
         >>> NonTensorStack.from_arrow(pa.array(["a", "b"])).tolist()
         ['a', 'b']
     """
-    from .arrow_columns import nontensor_from_arrow
+    from .arrow_td import nontensor_from_arrow
 
     return nontensor_from_arrow(array)
 
@@ -90,7 +90,7 @@ def _td_to_arrow(self):
         >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().num_rows
         2
     """
-    from .arrow_columns import tensordict_to_arrow
+    from .arrow_td import tensordict_to_arrow
 
     return tensordict_to_arrow(self)
 
@@ -103,7 +103,7 @@ def _td_from_arrow(cls, table):
         >>> TensorDict.from_arrow(TensorDict({"x": torch.zeros(2)}, [2]).to_arrow())["x"].shape
         torch.Size([2])
     """
-    from .arrow_columns import tensordict_from_arrow
+    from .arrow_td import tensordict_from_arrow
 
     return tensordict_from_arrow(table)
 

@@ -1,4 +1,5 @@
-"""Columns <-> Arrow arrays without copying: string columns, tensors, NonTensorStack, TensorDict.
+"""Columns <-> Arrow arrays without copying: string columns, tensors, Python values (NonTensorStack
+and TensorDict use them in :mod:`chatdata.io.arrow_td`).
 
 A packed string column (UTF-8 bytes + int64 offsets) *is* an Arrow ``large_string`` array: the
 two buffers are wrapped with ``pyarrow.foreign_buffer``, whose ``base`` keeps the tensors (and so
@@ -21,8 +22,7 @@ import torch
 from .deps import arrow_json_type, require_pyarrow
 
 __all__ = ["tensor_buffer", "string_array", "stack_from_strings", "tensor_to_array", "array_to_tensor",
-           "nontensor_to_arrow", "nontensor_from_arrow", "tensordict_to_arrow", "tensordict_from_arrow",
-           "python_array", "strip_nulls", "JSON_META", "json_field", "empty_table"]
+           "python_array", "strip_nulls", "JSON_META", "json_field", "empty_table", "fixed_size_lists"]
 
 # field metadata marking a large_string field whose values are JSON text (values Arrow cannot type)
 JSON_META = {b"chatdata.encoding": b"json"}
@@ -248,12 +248,29 @@ def tensor_to_array(t: torch.Tensor):
                         f"{sorted(str(d) for d in _TORCH_TO_ARROW)} first")
     if t.ndim == 0:
         raise ValueError("a 0-d tensor has no rows; give a tensor of shape (rows, ...)")
+    inner = tuple(t.shape[1:])
+    check_inner(inner, "a tensor")
     flat = t.detach().cpu().contiguous().reshape(-1)
     if t.dtype == torch.bool:
         arr = pa.array(flat.numpy(), pa.bool_())
     else:
         arr = pa.Array.from_buffers(getattr(pa, name)(), flat.numel(), [None, tensor_buffer(flat)])
-    for size in reversed(t.shape[1:]):
+    return fixed_size_lists(arr, inner)
+
+
+def check_inner(inner: tuple, what: str) -> None:
+    """ValueError if a dimension of ``inner`` (a shape past the rows) is 0: Arrow's
+    ``fixed_size_list`` has no size 0, so its rows could not say their shape."""
+    if 0 in inner:
+        raise ValueError(f"{what} of inner shape {inner} (past the rows) has a dimension of size 0, which an Arrow "
+                         "fixed_size_list cannot hold; drop the entry or give it a size")
+
+
+def fixed_size_lists(arr, inner: tuple):
+    """``arr`` (the flat values, C order) as rows of nested ``fixed_size_list`` of the shape
+    ``inner`` (checked by :func:`check_inner`)."""
+    pa = require_pyarrow()
+    for size in reversed(inner):
         arr = pa.FixedSizeListArray.from_arrays(arr, int(size))
     return arr
 
@@ -282,120 +299,3 @@ def array_to_tensor(arr) -> torch.Tensor:
             warnings.simplefilter("ignore", UserWarning)
             flat = torch.from_numpy(np_arr) if np_arr.size else torch.from_numpy(np_arr.copy())
     return flat.reshape(shape)
-
-
-# -- NonTensorStack / TensorDict ----------------------------------------------------------------
-def nontensor_to_arrow(stack):
-    """A 1-D NonTensorStack as an Arrow array: ``large_string`` for strings (zero-copy when
-    packed), Arrow's own type for JSON values. A stack of shape ``(rows, *inner)`` gives rows of
-    ``fixed_size_list``.
-
-    Example:
-        >>> from chatdata import NonTensorStack
-        >>> NonTensorStack.from_list(["a", "b"]).to_arrow().to_pylist()
-        ['a', 'b']
-    """
-    pa = require_pyarrow()
-    shape = tuple(stack.batch_size)
-    flat = stack.reshape(-1) if len(shape) != 1 else stack
-    data, off, kind = flat.packed_column()
-    arr = string_array(flat) if kind == "str" else python_array(flat.tolist())[0]
-    for size in reversed(shape[1:]):
-        arr = pa.FixedSizeListArray.from_arrays(arr, int(size))
-    return arr
-
-
-def nontensor_from_arrow(arr):
-    """A NonTensorStack from an Arrow array (strings stay in the Arrow buffers)."""
-    pa = require_pyarrow()
-    from ..td import NonTensorStack
-
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        return stack_from_strings(arr)
-    return NonTensorStack.from_list(strip_nulls(arr.to_pylist()))
-
-
-def tensordict_to_arrow(td):
-    """A TensorDict of batch ``(rows,)`` as a ``pyarrow.Table``: one column per key, tensors as
-    (fixed-size list) numbers, strings as ``large_string``, nested TensorDicts as struct columns.
-
-    Example:
-        >>> from chatdata import TensorDict
-        >>> TensorDict({"x": torch.zeros(2, 3)}, [2]).to_arrow().schema.field("x").type
-        FixedSizeListType(fixed_size_list<item: float>[3])
-    """
-    pa = require_pyarrow()
-    if td.batch_dims != 1:
-        raise ValueError(f"to_arrow needs a TensorDict with one batch dim (rows), got batch size {tuple(td.batch_size)}")
-    names, arrays = _td_arrays(td, pa)
-    return pa.Table.from_arrays(arrays, names=names)
-
-
-def _td_arrays(td, pa):
-    from ..td import NonTensorData, NonTensorStack, TensorDict
-
-    n = td.batch_size[0]
-    names, arrays = [], []
-    for key in td.keys():
-        value = td._get_raw(key) if hasattr(td, "_get_raw") else td.get(key)
-        if isinstance(value, torch.Tensor):
-            arr = tensor_to_array(value)
-        elif isinstance(value, NonTensorStack):
-            arr = nontensor_to_arrow(value)
-        elif isinstance(value, NonTensorData):
-            arr = python_array([value.data] * n)[0]
-        elif isinstance(value, TensorDict):
-            sub_names, sub_arrays = _td_arrays(value, pa)
-            arr = pa.StructArray.from_arrays(sub_arrays, names=sub_names) if sub_arrays else pa.nulls(n)
-        else:
-            raise TypeError(f"entry {key!r} of type {type(value).__name__} has no Arrow form")
-        names.append(key)
-        arrays.append(arr)
-    return names, arrays
-
-
-def tensordict_from_arrow(table):
-    """A TensorDict of batch ``(rows,)`` from a ``pyarrow.Table`` (numbers and fixed-size lists
-    become tensors without a copy, strings NonTensorStacks, structs nested TensorDicts). Two
-    columns (or struct fields) of one name, and nulls where a tensor needs a number (a null
-    struct row too), are errors naming the column."""
-    pa = require_pyarrow()
-    from ..td import TensorDict
-
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    if not isinstance(table, pa.Table):
-        raise TypeError(f"TensorDict.from_arrow takes a pyarrow Table or RecordBatch, got {type(table).__name__}")
-    return _td_from_columns(table.column_names, [table.column(i) for i in range(table.num_columns)],
-                            table.num_rows, pa, TensorDict)
-
-
-def _td_from_columns(names, columns, n, pa, TensorDict, where: str = ""):
-    out = {}
-    for name, col in zip(names, columns):
-        path = f"{where}.{name}" if where else name
-        if name in out:  # a dict keeps the last: the first column would be dropped without a word
-            raise ValueError(f"two columns are named {path!r}; rename or drop one of them")
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        t = col.type
-        if pa.types.is_struct(t):
-            # flatten() gives each field the struct's nulls too (field(i) would read a null row's
-            # field as whatever its slot holds, usually 0)
-            out[name] = _td_from_columns([f.name for f in t], col.flatten(), n, pa, TensorDict, path)
-            continue
-        base = t
-        while pa.types.is_fixed_size_list(base):
-            base = base.value_type
-        if pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base):
-            if pa.types.is_unsigned_integer(base) and base.bit_width > 8:
-                raise TypeError(f"column {path!r}: {base} has no torch dtype")
-            try:
-                out[name] = array_to_tensor(col)
-            except ValueError as err:  # nulls
-                raise ValueError(f"column {path!r}: {err}") from None
-        else:
-            out[name] = nontensor_from_arrow(col)
-    return TensorDict(out, [n])

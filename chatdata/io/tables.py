@@ -30,7 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ..td import FormatError
+from ..td import FormatError, RaggedTensorDict
 from .arrow_check import SHAREGPT_HINT, check_one_column, fields_to_join_as_json, key_orders
 from .arrow_columns import empty_table
 from .arrow_json import as_json_text
@@ -346,7 +346,7 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
     import pyarrow.parquet as pq
 
     from ..history import History
-    from .sharded import open_dataset
+    from .sharded import ShardedDataset, open_dataset
     from .stitch import as_conversations, empty_history
 
     chunk_size = check_count("chunk_size", chunk_size)
@@ -354,6 +354,12 @@ def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages",
         ds = open_dataset(ds)
     if isinstance(ds, History):  # one conversation (h[i]) is one row: its chunks must not cut it into rows
         ds = as_conversations(ds, "export_parquet")
+    elif not (isinstance(ds, ShardedDataset) and ds.kind in ("History", None)):
+        tokens = isinstance(ds, RaggedTensorDict) or getattr(ds, "kind", None) == "tokens"
+        hint = " (it has no messages: export the History dataset it was tokenized from)" if tokens else \
+            " (History.from_chats(chats) makes one from message dicts)" if isinstance(ds, (list, tuple)) else ""
+        raise TypeError("export_parquet takes conversations (a History, or the path of a plain or sharded History "
+                        f"dataset), got {'a token set' if tokens else type(ds).__name__}{hint}")
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"{out} is a folder; give a .parquet file name")

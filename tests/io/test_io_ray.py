@@ -187,3 +187,14 @@ def _nested_orders(chats):
     import json
 
     return [[{k: json.dumps(v) for k, v in m.items()} for m in c] for c in chats]
+
+
+def test_a_conversation_without_messages_is_one_row_through_ray(ray_cluster, tmp_path):
+    # a plain dataset of one conversation (h[i] saved, batch (0,) when it has no messages) read as no row,
+    # and an empty batch (batch (0, -1)) must stay no row
+    h = History.from_chats([[], [{"role": "user", "content": "a"}]])
+    h[0].memmap(tmp_path / "one")
+    assert cray.read(tmp_path / "one").take_all() == [{"messages": []}]
+    h[0:0].memmap(tmp_path / "none")
+    assert cray.read(tmp_path / "none").count() == 0
+    assert cray.write(cray.read(tmp_path / "one"), tmp_path / "copy").to_chats() == [[]]

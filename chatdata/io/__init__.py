@@ -28,7 +28,8 @@ __all__ = ["open_dataset", "ShardedDataset", "verify_dataset"]
 
 
 def _history_to_arrow(self, column: str = "messages", json: str = "typed"):
-    """This History as a ``pyarrow.Table``: one row per conversation, a ``column`` of
+    """This History as a ``pyarrow.Table``: one row per conversation (a 1-D History is one
+    conversation, also without messages), a ``column`` of
     ``large_list<struct<role, content, ...>>`` (HF datasets' chat schema). Zero-copy for a
     memory-mapped History; ``json="text"`` keeps tool calls as JSON text, so that nothing is
     done per message. See :mod:`chatdata.io.arrow_history`.

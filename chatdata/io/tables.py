@@ -334,7 +334,8 @@ def _check_strings(table, column: str, first: int) -> None:
 def export_parquet(ds, out, *, chunk_size: int = 8192, column: str = "messages", compression: str = "zstd") -> int:
     """Write the History dataset ``ds`` (a History, a path to a plain or sharded dataset) to the
     Parquet file ``out`` (one row group per chunk; written to a temporary file, then renamed).
-    Returns the number of conversations.
+    Returns the number of conversations (one for a conversation, a 1-D History). Anything else
+    (a token set, message dicts) is a TypeError before a file is made.
 
     Example:
         >>> from chatdata import History

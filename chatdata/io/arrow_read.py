@@ -58,6 +58,12 @@ def _hint(obj) -> str:
         return f" (pass one split, e.g. dataset[{next(iter(obj.keys()), 'train')!r}])"
     if kind == "IterableDataset":
         return " (a streaming dataset has no table: History.from_chats([row['messages'] for row in dataset]))"
+    if kind == "RecordBatchReader":
+        return " (pass reader.read_all())"
+    if kind == "DataFrame" and hasattr(obj, "iloc"):
+        return " (pyarrow.Table.from_pandas(df) makes a Table of it)"
+    if kind == "Column" and type(obj).__module__.startswith("datasets"):
+        return " (pass the Dataset itself, naming the column with column=...)"
     if hasattr(obj, "to_arrow") and callable(obj.to_arrow):  # a polars DataFrame, a ShardedDataset, ...
         return " (pass obj.to_arrow())"
     return ""

@@ -215,6 +215,9 @@ def test_what_users_hand_to_from_arrow_by_mistake_is_named_with_what_to_pass():
     for obj, hint in ((datasets.DatasetDict({"train": ds}), r"pass one split, e.g. dataset\['train'\]"),
                       (ds.to_iterable_dataset(), r"a streaming dataset has no table"),
                       (chats, r"History.from_chats\(chats\)"), ({"messages": chats}, r"pyarrow.table\(d\)"),
-                      (History.from_chats(chats), r"pass obj.to_arrow\(\)")):
+                      (History.from_chats(chats), r"pass obj.to_arrow\(\)"),
+                      (ds.data.table.to_reader(), r"pass reader.read_all\(\)"),
+                      (ds.to_pandas(), r"pyarrow.Table.from_pandas\(df\)"),
+                      (ds["messages"], r"pass the Dataset itself, naming the column with column=")):
         with pytest.raises(TypeError, match=r"^from_arrow takes a pyarrow Table, .*got \w+ \(" + hint):
             History.from_arrow(obj)

@@ -22,8 +22,8 @@ import json
 import torch
 
 from .arrow_check import is_json_type
-from .arrow_columns import (array_to_tensor, check_inner, fixed_size_lists, json_field, python_array, stack_from_strings,
-                            string_array, strip_nulls, tensor_to_array)
+from .arrow_columns import (array_to_tensor, check_inner, fixed_size_lists, json_field, python_array,
+                            stack_from_strings, string_array, strip_nulls, tensor_to_array)
 from .deps import require_pyarrow
 
 __all__ = ["nontensor_to_arrow", "nontensor_from_arrow", "tensordict_to_arrow", "tensordict_from_arrow",
@@ -108,7 +108,8 @@ def tensordict_to_arrow(td):
     """
     pa = require_pyarrow()
     if td.batch_dims != 1:
-        raise ValueError(f"to_arrow needs a TensorDict with one batch dim (rows), got batch size {tuple(td.batch_size)}")
+        raise ValueError("to_arrow needs a TensorDict with one batch dim (rows), got batch size "
+                         f"{tuple(td.batch_size)}")
     fields, arrays = _td_arrays(td, pa)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 

@@ -40,6 +40,12 @@ def _values_array(values: list, what: str):
     arr, is_json = python_array(values)
     if not is_json:
         return arr
+    for i, v in enumerate(values):  # JSON text has no NaN / Infinity: other readers cannot parse it
+        try:
+            json.dumps(v, allow_nan=False)
+        except ValueError:
+            raise ValueError(f"{what}: row {i} holds NaN or an infinity among values that must go as JSON text "
+                             f"({v!r:.60}), which JSON cannot hold; use None or a finite number") from None
     arr = json_field("", arr)[1]
     if not is_json_type(arr.type):
         raise TypeError(f"{what}: its values have no one Arrow type (e.g. a str in one row and an int in another) and "

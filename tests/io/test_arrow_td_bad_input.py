@@ -66,3 +66,14 @@ def test_a_table_from_elsewhere_is_still_read_by_its_types():
 def test_an_inner_dimension_of_size_0_is_named(entry, match):
     with pytest.raises(ValueError, match=match):
         TensorDict({"v": entry}, [2]).to_arrow()
+
+
+def test_nan_stays_a_typed_double_and_is_refused_where_it_would_be_json_text():
+    # before: [nan, 1.0] went as JSON text ("NaN", which is not JSON) since NaN != NaN failed the
+    # typed round-trip check; a NaN among values of mixed types was written as that text
+    for values in ([float("nan"), 1.0], [{"x": float("nan")}, {"x": 1.0}]):
+        arr = NonTensorStack.from_list(values).to_arrow()
+        back = NonTensorStack.from_arrow(arr).tolist()
+        assert repr(back) == repr(values) and "json" not in str(arr.type)
+    with pytest.raises(ValueError, match=r"entry 'm': row 1 holds NaN or an infinity .* use None or a finite number"):
+        TensorDict({"m": NonTensorStack.from_list(["a", float("inf")])}, [2]).to_arrow()

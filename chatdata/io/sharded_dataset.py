@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import operator
 import shutil
 from pathlib import Path
 
@@ -60,7 +61,18 @@ class ShardedDataset(LazyShards):
         return [self.path / s["path"] for s in self.manifest["shards"]]
 
     def shard(self, k: int):
-        """Shard ``k``, loaded lazily (memory-mapped) and checked against the manifest."""
+        """Shard ``k`` (negative counts from the end), loaded lazily (memory-mapped) and checked
+        against the manifest."""
+        n = self.num_shards
+        try:
+            if isinstance(k, bool):
+                raise TypeError
+            k = operator.index(k)
+        except TypeError:
+            raise TypeError(f"a shard is named by its int position, got {type(k).__name__} {k!r}") from None
+        if not -n <= k < n:
+            raise IndexError(f"shard {k} is out of range for a dataset of {n} shards")
+        k %= n
         obj = self._loaded.get(k)
         if obj is None:
             from ..history import History  # noqa: F401 - registers the class for load_memmap

@@ -107,3 +107,18 @@ def test_strip_nulls_past_the_recursion_limit_equals_the_shallow_walk(value):
     for _ in range(1200):  # past Python's recursion limit: the walk without recursion
         deep, want = [deep], [want]
     assert strip_nulls(deep) == want
+
+
+@pytest.mark.parametrize("k, err, match", [
+    (3, IndexError, r"^shard 3 is out of range for a dataset of 3 shards$"),
+    (-4, IndexError, r"^shard -4 is out of range"),
+    ("0", TypeError, r"^a shard is named by its int position, got str '0'$"),
+    (True, TypeError, r"got bool True"),
+    (1.0, TypeError, r"got float 1.0"),
+])
+def test_shard_k_out_of_range_or_not_an_int_is_named(tmp_path, k, err, match):
+    # before: IndexError 'list index out of range', TypeError 'list indices must be integers or slices'
+    ds = open_dataset(_write(tmp_path / "c").path)
+    with pytest.raises(err, match=match):
+        ds.shard(k)
+    assert ds.shard(-1) is ds.shard(2)  # one shard, one load, whichever way it is named

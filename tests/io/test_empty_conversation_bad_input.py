@@ -79,3 +79,23 @@ def test_export_parquet_refuses_what_is_not_conversations_and_writes_nothing(tmp
     with pytest.raises(ValueError, match=match):
         export_parquet(bad, tmp_path / "x.parquet")
     assert list(tmp_path.iterdir()) == []
+
+
+WITH_COLUMNS = [[], [{"role": "user", "content": [{"type": "text", "text": "p"}], "meta": "s"}],
+                [{"role": "assistant", "content": None, "is_complete": False,
+                  "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}], []]
+
+
+@pytest.mark.parametrize("shard_size", [1, 2])
+def test_a_shard_of_only_empty_conversations_is_readable(tmp_path, shard_size):
+    # a shard cut from a batch with JSON columns (extra, tool_calls, is_complete) that held only empty
+    # conversations was written with those columns as str columns: `chatdata import --shard-size` said
+    # it imported, and reading the dataset was a FormatError ("column 'extra' is a str column")
+    from chatdata.io.sharded import ShardedWriter
+
+    w = ShardedWriter(tmp_path / "w", shard_size=shard_size)
+    w.append(History.from_chats(WITH_COLUMNS))
+    assert w.close().to_chats() == WITH_COLUMNS
+    export_parquet(History.from_chats(WITH_COLUMNS), tmp_path / "in.parquet")
+    chatdata.io.tables.import_tables(tmp_path / "in.parquet", tmp_path / "imp", shard_size=shard_size)
+    assert chatdata.open_dataset(tmp_path / "imp").to_chats() == WITH_COLUMNS

@@ -205,6 +205,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     sniffed from its first lines, then it is read."""
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
+    from ..io.stitch import streamable
     from ..td import RaggedTensorDict
     from ..td.storage import StreamWriter
 
@@ -308,7 +309,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
             h = screened(h, name, [order for _, order in wheres], unit=unit, conv_tools=tools_of)
             if not h.batch_size[0]:
                 return
-        writer.append(h)
+        writer.append(streamable(h))  # kept rows that are all empty conversations: see chatdata.io.stitch
         stats.conversations += h.batch_size[0]
         stats.messages += int(h.conversation_offsets()[-1])
 

@@ -99,3 +99,19 @@ def test_a_shard_of_only_empty_conversations_is_readable(tmp_path, shard_size):
     export_parquet(History.from_chats(WITH_COLUMNS), tmp_path / "in.parquet")
     chatdata.io.tables.import_tables(tmp_path / "in.parquet", tmp_path / "imp", shard_size=shard_size)
     assert chatdata.open_dataset(tmp_path / "imp").to_chats() == WITH_COLUMNS
+
+
+def test_an_import_that_keeps_only_empty_conversations_is_readable(tmp_path):
+    # --decontaminate dropped the one conversation with an extra key; the empty one kept was a
+    # selection of a batch with an 'extra' column, written as a str column: unreadable dataset
+    import json
+
+    from chatdata.cli import main
+
+    (tmp_path / "in.jsonl").write_text(json.dumps({"messages": []}) + "\n" + json.dumps(
+        {"messages": [{"role": "user", "content": "the quick brown fox jumps", "name": "a"}]}) + "\n")
+    (tmp_path / "bench.jsonl").write_text(json.dumps({"question": "the quick brown fox jumps"}) + "\n")
+    args = ["import", tmp_path / "in.jsonl", tmp_path / "ds", "--decontaminate", tmp_path / "bench.jsonl",
+            "--decontaminate-column", "question", "--ngram", "3", "-q"]
+    assert main([str(a) for a in args]) == 0
+    assert load_memmap(tmp_path / "ds").to_chats() == [[]]

@@ -84,7 +84,9 @@ def _stack_from_arrow(cls, array):
 
 def _td_to_arrow(self):
     """This TensorDict (batch ``(rows,)``) as a ``pyarrow.Table``: tensors as (fixed-size list)
-    numbers, strings as ``large_string``, nested TensorDicts as structs.
+    numbers, strings as ``large_string``, nested TensorDicts as structs, other non-tensor values in
+    Arrow's type (``arrow.json`` text where none holds them exactly) and tagged, so that
+    ``TensorDict.from_arrow`` gives them back as they were. See :mod:`chatdata.io.arrow_td`.
 
     Example:
         >>> import torch

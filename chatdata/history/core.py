@@ -138,7 +138,9 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         """A History from OpenAI-style message dicts.
 
         A list of message dicts gives a conversation (batch ``(n_messages,)``); a list of such
-        lists gives a batch ``(n_chats, -1)`` stored column-wise. Every message key is kept:
+        lists gives a batch ``(n_chats, -1)`` stored column-wise. An empty list is read as no
+        chats (batch ``(0, -1)``), so a filtered-out dataset exports no rows rather than one empty
+        conversation; a conversation without messages is ``History.from_chats([[]])[0]``. Every message key is kept:
         keys beyond the fields go to ``extra``; ``to_chats()`` gives the input back exactly.
 
         Raises ``ValueError`` naming the chat and message for a bad input (a chat that is not
@@ -153,8 +155,8 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
             return chats
         if not isinstance(chats, (list, tuple)):
             raise ValueError(f"from_chats takes a list of message dicts or a list of chats, got {type(chats).__name__}")
-        if not chats:
-            return cls._from_storage(build_storage([], None))
+        if not chats:  # no chats: a batch of none, never one phantom conversation (see the docstring)
+            return cls._from_storage(RaggedTensorDict(build_storage([], [0]), torch.zeros(1, dtype=torch.int64)))
         if isinstance(chats[0], Mapping):
             return cls._from_storage(build_storage(list(chats), None))
         types = set(map(type, chats))

@@ -208,7 +208,8 @@ def messages_array(h, json: str = "typed", n: int | None = None):
 def history_to_arrow(h, column: str = "messages", json: str = "typed"):
     """``h`` (a conversation or a batch) as a ``pyarrow.Table`` with one row per conversation. A
     conversation (a 1-D History, e.g. ``h[i]``) is one row, also when it has no messages
-    (``History.from_chats([])`` is one such); a batch of none (batch ``(0, -1)``) is no rows.
+    (``History.from_chats([[]])[0]``); a batch of none (batch ``(0, -1)``, ``History.from_chats([])``)
+    is no rows.
 
     ``json="typed"`` (the default) gives ``tool_calls`` / ``tool_responses`` and extra keys
     Arrow's own types where they read back exactly (what HF datasets and Parquet readers expect;

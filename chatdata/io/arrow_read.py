@@ -147,7 +147,7 @@ def history_from_arrow(obj, column: str = "messages"):
     flat = _messages(msgs, st, names, n, offsets.numpy())
     off = offsets.tolist()
     chats = [flat[a:b] for a, b in zip(off[:-1], off[1:])]
-    if not chats:  # from_chats([]) is one conversation without messages (batch (0,)), not no rows
+    if not chats:  # no rows: a batch of none (batch (0, -1))
         from .stitch import empty_history
 
         return empty_history()

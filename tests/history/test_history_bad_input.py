@@ -151,7 +151,7 @@ def test_extend_with_an_empty_history_changes_nothing():
     h = History.from_chats(_BATCH)
     assert h.extend(History.from_chats([[]])[0:0]).to_chats() == _BATCH
     conv = History.from_chats(_BATCH[1])
-    assert conv.extend(History.from_chats([])).to_chats() == _BATCH[1]
+    assert conv.extend(History.from_chats([[]])[0]).to_chats() == _BATCH[1]  # a conversation without messages
     with pytest.raises(ValueError, match="cannot extend 3 conversations with 0 rows"):
         h.extend(History.from_chats([[]])[0:0], dim=-1)
 

@@ -56,8 +56,9 @@ def test_key_presence_is_exact():
 
 
 def test_empty():
-    h = History.from_chats([])
-    assert h.batch_size == torch.Size([0]) and h.to_chats() == []
+    h = History.from_chats([])  # no chats: a batch of none, not one conversation without messages
+    assert h.batch_size == torch.Size([0, -1]) and h.to_chats() == [] and h.to_arrow().num_rows == 0
+    assert History.from_chats([[]])[0].batch_size == torch.Size([0])
     h = History.from_chats([[], [{"role": "user", "content": "a"}], []])
     assert h.to_chats() == [[], [{"role": "user", "content": "a"}], []]
     assert h[0].to_chats() == []

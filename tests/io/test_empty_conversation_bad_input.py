@@ -65,10 +65,13 @@ def test_no_conversations_is_no_rows_on_every_route(tmp_path):
     assert len(ds) == 0 and ds.to_arrow().num_rows == 0
 
 
-def test_from_chats_of_an_empty_list_is_one_conversation_without_messages():
-    h = History.from_chats([])  # a list of message dicts, batch (n_messages,) = (0,)
-    assert h.batch_size == (0,)
-    assert History.from_arrow(h.to_arrow()).to_chats() == [[]]
+def test_from_chats_of_an_empty_list_is_no_chats_and_exports_no_rows(tmp_path):
+    """A dataset filtered down to nothing must not export one phantom empty conversation."""
+    h = History.from_chats([])
+    assert h.batch_size == (0, -1) and h.to_arrow().num_rows == 0
+    assert export_parquet(h, tmp_path / "none.parquet") == 0
+    one = History.from_chats([[]])[0]  # a conversation without messages: one row
+    assert History.from_arrow(one.to_arrow()).to_chats() == [[]]
 
 
 @pytest.mark.parametrize("bad, match", [

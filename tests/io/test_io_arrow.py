@@ -187,7 +187,7 @@ def test_other_column_name_and_empty():
     t = h.to_arrow(column="conversation")
     assert History.from_arrow(t, column="conversation").to_chats() == TOOL_CHATS
     assert History.from_arrow(batch([]).to_arrow()).to_chats() == []  # no conversations: no rows
-    assert History.from_arrow(History.from_chats([]).to_arrow()).to_chats() == [[]]  # one, without messages
+    assert History.from_arrow(History.from_chats([[]])[0].to_arrow()).to_chats() == [[]]  # one, without messages
     one = History.from_chats(TOOL_CHATS[0])  # a single conversation is one row
     assert History.from_arrow(one.to_arrow()).to_chats() == [TOOL_CHATS[0]]
 

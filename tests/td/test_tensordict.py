@@ -39,10 +39,12 @@ class TestConstruction:
         assert isinstance(td["b", "d"], TensorDict)
         assert td["b"].batch_size == td["b", "d"].batch_size == torch.Size([3])
 
-    def test_kwargs_and_source(self):
-        td = TensorDict({"a": torch.zeros(2)}, batch_size=[2], b=torch.ones(2))
-        assert list(td.keys()) == ["a", "b"]
-        assert TensorDict(a=torch.zeros(2), batch_size=[2])["a"].shape == (2,)
+    def test_kwargs_or_source(self):
+        # entries come from a dict or from keywords; both together raise (as in tensordict), so a
+        # misspelt option such as auto_batch_size=True never becomes an entry
+        assert TensorDict(a=torch.zeros(2), b=torch.ones(2), batch_size=[2])["a"].shape == (2,)
+        with pytest.raises(ValueError, match=r"not both.*\['b'\]"):
+            TensorDict({"a": torch.zeros(2)}, batch_size=[2], b=torch.ones(2))
 
     def test_defaults(self):
         td = TensorDict()

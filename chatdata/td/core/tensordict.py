@@ -83,7 +83,8 @@ class TensorDict(WriteMethods, ExtraMethods, AutogradMethods, ModuleParams, Coll
         source: a dict (nested dicts become nested TensorDicts) or None.
         batch_size: the shared leading dims of every entry (empty by default).
         device: if set, every entry is moved to it on ``set``.
-        **kwargs: entries given as keywords.
+        **kwargs: entries given as keywords (without ``source``: a dict and keywords together
+            raise ``ValueError``, as in tensordict).
 
     Example:
         >>> td = TensorDict(a=torch.zeros(3), b="text", batch_size=[3])
@@ -96,6 +97,10 @@ class TensorDict(WriteMethods, ExtraMethods, AutogradMethods, ModuleParams, Coll
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False, **kwargs):
         if source is not None and not isinstance(source, (dict, TensorDict)):
             raise TypeError(f"TensorDict source must be a dict or a TensorDict, got {type(source).__name__}")
+        if source is not None and kwargs:  # a misspelt option (auto_batch_size=, batchsize=) would become an entry
+            raise ValueError(f"TensorDict takes its entries from a dict or from keywords, not both: got a source and "
+                             f"the keywords {sorted(kwargs)} (TensorDict's options are batch_size, device, names, "
+                             f"non_blocking, lock; for an inferred batch size call .auto_batch_size_())")
         self._tensordict: dict[str, Any] = {}
         self._batch_size = as_batch_size(batch_size)
         self._device = None if device is None else torch.device(device)

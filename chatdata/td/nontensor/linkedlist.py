@@ -60,7 +60,8 @@ class LinkedList(MutableSequence):
         if not isinstance(index, int):
             raise TypeError(f"LinkedList indices must be integers or slices, not {type(index).__name__}")
         item = self._stack[index]
-        return item.tolist() if hasattr(item, "_pool") else item.data
+        # a row of a stack of 2+ dims is linked too: td["s"][0][1] = v writes into the stack
+        return LinkedList.of(item) if hasattr(item, "_pool") else item.data
 
     def __setitem__(self, index, value):
         if self._items is not None:

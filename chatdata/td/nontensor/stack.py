@@ -208,7 +208,13 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         return _nested_list(self._pool.take(self._ids()), self.batch_size)
 
     def _apply_batch_fn(self, fn, batch_size):
-        index = fn(self._index_view)
+        source = self._index_view
+        index = fn(source)
+        if self._idx is None and index.numel() and index.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
+            # a view of a range index: writes through it must reach this stack, as for a tensor
+            if index.shape == source.shape and index.stride() == source.stride() and not index.storage_offset():
+                return self._view(self._rng)  # the same range (reshape(-1), flatten()): shared, still lazy
+            index = fn(self._index_t)  # reshape, unsqueeze, expand, ...: the range becomes a tensor first
         if index.ndim == 0:  # a single element: its value, as tensordict gives it
             return NonTensorData(self._pool.get(int(index)), batch_size=(), device=self._device)
         return self._view(index)

@@ -1,0 +1,61 @@
+"""Inputs where chatdata's td/ silently differed from tensordict 0.14.3 (found by running the same
+operations on both): each test pins the behaviour tensordict has, through chatdata's public API."""
+import pytest
+import torch
+
+from chatdata.td import NonTensorStack, TensorDict
+
+
+def _text_td(built_in_order: bool) -> TensorDict:
+    values = ["a", "b", "c", "d"]
+    # from_list keeps the column's index as a lazy range; NonTensorStack(*values) builds a tensor index
+    col = NonTensorStack.from_list(values) if built_in_order else NonTensorStack(*values)
+    return TensorDict({"s": col, "t": torch.arange(4)}, [4])
+
+
+# -- construction ------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [{"auto_batch_size": True}, {"batchsize": [2]}, {"b": torch.ones(2)}])
+def test_source_and_keywords_together_raise(kwargs):
+    # before: every extra keyword became an entry ("auto_batch_size" a bool tensor, batch size ())
+    with pytest.raises(ValueError, match="not both"):
+        TensorDict({"a": torch.zeros(2)}, **kwargs)
+
+
+# -- shape operations of a text column give views, as for tensors ----------------------------
+@pytest.mark.parametrize("built_in_order", [True, False])
+@pytest.mark.parametrize("op", [lambda td: td.reshape(2, 2), lambda td: td.view(2, 2), lambda td: td.unsqueeze(0),
+                                lambda td: td.unflatten(0, (2, 2)), lambda td: td.expand(2, 4)],
+                         ids=["reshape", "view", "unsqueeze", "unflatten", "expand"])
+def test_write_through_shape_view_reaches_text_column(op, built_in_order):
+    # before: for a column built in order the view's text index was a copy, so the tensor entry
+    # took the write and the text column did not (the TensorDict no longer agreed with itself)
+    td = _text_td(built_in_order)
+    view = op(td)
+    view[(0,) * (view.batch_dims - 1) + (1,)] = TensorDict({"s": "X", "t": torch.tensor(9)}, [])
+    assert td["t"].tolist() == [0, 9, 2, 3]
+    assert td["s"] == ["a", "X", "c", "d"]
+
+
+def test_source_writes_reach_a_view_of_a_column_built_in_order():
+    s = NonTensorStack.from_list(["a", "b", "c"])
+    v = s.unsqueeze(0)
+    s[2] = "Z"
+    assert v.tolist() == [["a", "b", "Z"]]
+
+
+def test_flat_reshape_of_a_column_built_in_order_stays_shared():
+    s = NonTensorStack.from_list(["a", "b", "c"])
+    flat = s.reshape(-1)
+    flat[0] = "A"
+    assert s.tolist() == ["A", "b", "c"] and flat.tolist() == ["A", "b", "c"]
+
+
+# -- td[key] of a text column of 2+ dims -------------------------------------------------------
+@pytest.mark.parametrize("built_in_order", [True, False])
+def test_item_write_into_a_row_of_a_2d_text_column(built_in_order):
+    # before: td["s"][0] was a detached plain list, so td["s"][0][1] = "X" was silently lost
+    td = _text_td(built_in_order).reshape(2, 2)
+    row = td["s"][0]
+    row[1] = "X"
+    assert td["s"] == [["a", "X"], ["c", "d"]]
+    assert row == ["a", "X"] and row.tolist() == ["a", "X"]

@@ -3,7 +3,7 @@ operations on both): each test pins the behaviour tensordict has, through chatda
 import pytest
 import torch
 
-from chatdata.td import NonTensorStack, TensorDict
+from chatdata.td import NonTensorStack, TensorDict, tensorclass
 
 
 def _text_td(built_in_order: bool) -> TensorDict:
@@ -59,3 +59,30 @@ def test_item_write_into_a_row_of_a_2d_text_column(built_in_order):
     row[1] = "X"
     assert td["s"] == [["a", "X"], ["c", "d"]]
     assert row == ["a", "X"] and row.tolist() == ["a", "X"]
+
+
+# -- tensorclass.update with keys that are no field --------------------------------------------
+@tensorclass
+class _Pair:
+    x: torch.Tensor
+    y: str = "d"
+
+
+@pytest.mark.parametrize("make_update", [
+    lambda tc: tc.update({"x": torch.ones(3), "zz": torch.ones(3)}),
+    lambda tc: tc.update(TensorDict({"x": torch.ones(3), "zz": torch.ones(3)}, [3])),
+    lambda tc: tc.update({"x": torch.ones(3)}, zz=torch.ones(3)),
+], ids=["dict", "tensordict", "keyword"])
+def test_tensorclass_update_with_a_non_field_raises_and_changes_nothing(make_update):
+    # before: the entry hid in the storage (no attribute read it; memmap saved it)
+    tc = _Pair(x=torch.zeros(3), batch_size=[3])
+    with pytest.raises(ValueError, match=r"\['zz'\] are not fields of _Pair"):
+        make_update(tc)
+    assert tc.x.tolist() == [0.0, 0.0, 0.0]
+    assert sorted(tc.to_tensordict().keys()) == ["x", "y"]
+
+
+def test_tensorclass_update_keys_to_update_leaves_other_keys_out():
+    tc = _Pair(x=torch.zeros(3), batch_size=[3])
+    tc.update({"x": torch.ones(3), "zz": torch.ones(3)}, keys_to_update=["x"])
+    assert tc.x.tolist() == [1.0, 1.0, 1.0] and sorted(tc.to_tensordict().keys()) == ["x", "y"]

@@ -20,7 +20,7 @@ Example:
 """
 from __future__ import annotations
 
-from ..core import TensorDict
+from ..core import TensorDict, unravel_key
 
 __all__ = ["ForwardedMethods"]
 
@@ -156,9 +156,26 @@ class ForwardedMethods:
         opts.pop("non_blocking", None), opts.pop("is_leaf", None), opts.pop("update_batch_size", None)
         return other, kwargs, opts
 
+    def _check_update_keys(self, other, keys_to_update, fields) -> None:
+        """ValueError, before anything is written, when ``other`` or the keywords would add
+        entries that are no field (they would hide in the storage: no attribute reads them, a
+        save carries them)."""
+        firsts = set(fields)
+        if other is not None:
+            keys = other._storage.keys() if isinstance(other, ForwardedMethods) else other.keys()
+            firsts |= {unravel_key(k)[0] for k in keys}
+        if keys_to_update is not None:
+            firsts &= {unravel_key(k)[0] for k in keys_to_update} | set(fields)
+        extra = sorted(firsts - set(self._field_names))
+        if extra:
+            raise ValueError(f"{type(self).__name__}.update: {extra} are not fields of {type(self).__name__} "
+                             f"(its fields are {sorted(self._field_names)}); select() the fields first")
+
     def update(self, other=None, **kwargs):
-        """Merge ``other`` (a tensorclass, TensorDict or dict), then the fields given as keywords."""
+        """Merge ``other`` (a tensorclass, TensorDict or dict), then the fields given as keywords.
+        Keys that are no field of this class raise ``ValueError`` and nothing is written."""
         other, fields, opts = self._split_update(other, kwargs)
+        self._check_update_keys(other, opts.get("keys_to_update"), fields)
         if other is not None:
             self._storage.update(other._storage if isinstance(other, ForwardedMethods) else other, **opts)
         for k, v in fields.items():

@@ -43,11 +43,16 @@ def test_source_writes_reach_a_view_of_a_column_built_in_order():
     assert v.tolist() == [["a", "b", "Z"]]
 
 
-def test_flat_reshape_of_a_column_built_in_order_stays_shared():
+@pytest.mark.parametrize("op", [lambda s: s.reshape(-1), lambda s: s.flatten(), lambda s: s.permute(0),
+                                lambda s: s.unsqueeze(0).squeeze(0), lambda s: s.unsqueeze(1).transpose(0, 1)[0]],
+                         ids=["reshape-1", "flatten", "permute", "unsqueeze-squeeze", "transpose"])
+def test_same_shape_views_of_a_column_built_in_order_stay_shared(op):
     s = NonTensorStack.from_list(["a", "b", "c"])
-    flat = s.reshape(-1)
-    flat[0] = "A"
-    assert s.tolist() == ["A", "b", "c"] and flat.tolist() == ["A", "b", "c"]
+    view = op(s)
+    view[0] = "A"
+    assert s.tolist() == ["A", "b", "c"] and view.tolist() == ["A", "b", "c"]
+    s[2] = "C"
+    assert view.tolist() == ["A", "b", "C"]
 
 
 # -- td[key] of a text column of 2+ dims -------------------------------------------------------

@@ -6,7 +6,9 @@ element) stays a ``range`` until something writes into it; a slice of it is a sm
 A view must still see the writes of its source and the source those of its views, as with a
 tensor index. So a range-indexed stack and the range views sliced from it form a group (weak
 references, so dead views drop out): the first write into any of them materialises one tensor for the
-whole group, and every live member becomes a view of it. Reads never materialise anything.
+whole group, and every live member becomes a view of it. Reads never materialise anything; a
+shape operation that gives a view of another shape (``reshape(2, 2)``, ``unsqueeze``) does, so
+that writes through it reach the stack (one that keeps the shape, ``reshape(-1)``, shares the range).
 
 Example:
     >>> from chatdata.td import NonTensorStack

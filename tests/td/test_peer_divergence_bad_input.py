@@ -91,3 +91,47 @@ def test_tensorclass_update_keys_to_update_leaves_other_keys_out():
     tc = _Pair(x=torch.zeros(3), batch_size=[3])
     tc.update({"x": torch.ones(3), "zz": torch.ones(3)}, keys_to_update=["x"])
     assert tc.x.tolist() == [1.0, 1.0, 1.0] and sorted(tc.to_tensordict().keys()) == ["x", "y"]
+
+
+# -- apply's tensordict options -----------------------------------------------------------------
+def _nested() -> TensorDict:
+    return TensorDict({"e": {}, "b": {"c": torch.zeros(2)}, "a": torch.zeros(2)}, [2])
+
+
+def test_apply_out_receives_the_result():
+    # before: out= was swallowed by **kwargs: the result went to a new TensorDict, out kept its values
+    out = TensorDict({"e": {}, "b": {"c": torch.ones(2)}, "a": torch.ones(2)}, [2])
+    assert _nested().apply(lambda t: t + 7, out=out) is out
+    assert out["a"].tolist() == [7.0, 7.0] and out["b", "c"].tolist() == [7.0, 7.0]
+
+
+def test_apply_out_that_does_not_fit_is_left_as_it_was():
+    out = TensorDict({"a": torch.ones(2)}, [2])  # lacks b.c
+    with pytest.raises(KeyError):
+        _nested().apply(lambda t: t + 7, out=out)
+    assert out["a"].tolist() == [1.0, 1.0]
+
+
+def test_apply_default_stands_in_for_missing_leaves_of_others():
+    # before: default= was swallowed and the missing key raised KeyError
+    r = _nested().apply(lambda t, u: t + u, TensorDict({"a": torch.ones(2)}, [2]), default=torch.full((2,), 5.0))
+    assert r["a"].tolist() == [1.0, 1.0] and r["b", "c"].tolist() == [5.0, 5.0]
+    with pytest.raises(KeyError):
+        _nested().apply(lambda t, u: t + u, TensorDict({"a": torch.ones(2)}, [2]))
+
+
+def test_apply_drops_nested_collections_emptied_by_none_results():
+    assert list(_nested().apply(lambda t: None if t.ndim else t).keys()) == ["e"]
+    assert list(_nested().apply(lambda t: None if t.ndim else t, filter_empty=False).keys()) == ["e", "b"]
+
+
+def test_apply_propagate_lock():
+    td = _nested().lock_()
+    assert td.apply(lambda t: t + 1, propagate_lock=True).is_locked
+    assert not td.apply(lambda t: t + 1).is_locked
+
+
+def test_tensorclass_apply_out():
+    src, out = _Pair(x=torch.ones(3), batch_size=[3]), _Pair(x=torch.zeros(3), batch_size=[3])
+    assert src.apply(lambda t: t * 3, out=out) is out
+    assert out.x.tolist() == [3.0, 3.0, 3.0] and src.x.tolist() == [1.0, 1.0, 1.0]

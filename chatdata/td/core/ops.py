@@ -20,6 +20,20 @@ __all__ = ["CollectionOps", "NO_DEFAULT"]
 NO_DEFAULT = object()
 
 
+def _other_value(other, key: str, default, mine):
+    """``other``'s entry at ``key`` for :meth:`CollectionOps.apply`; when it is missing and a
+    ``default`` was given: the default for a leaf, an empty TensorDict for a nested one (whose
+    leaves then take the default)."""
+    try:
+        return other._get_raw(key) if isinstance(other, _td()) else other.get(key)
+    except KeyError:
+        if default is NO_DEFAULT:
+            raise
+    if isinstance(mine, _td()):
+        return mine._new_unsafe({}, mine.batch_size, mine.device)
+    return default
+
+
 class CollectionOps:
     """Mixin of TensorDict (``self._tensordict``, ``self._batch_size``, ``self._device``)."""
 
@@ -28,24 +42,34 @@ class CollectionOps:
     _td_class: type = None
 
     # -- whole-collection operations ------------------------------------------------------
-    def apply(self, fn: Callable, *others, batch_size=None, device=NO_DEFAULT, inplace: bool = False, **kwargs):
+    def apply(self, fn: Callable, *others, batch_size=None, device=NO_DEFAULT, inplace: bool = False,
+              default=NO_DEFAULT, filter_empty=None, propagate_lock: bool = False, out=None, **kwargs):
         """Apply ``fn`` to every tensor leaf (with matching leaves of ``others``); a ``None``
-        result drops the entry. Non-tensor entries are kept as they are.
+        result drops the entry, and a nested TensorDict left empty that way (unless
+        ``filter_empty=False``). Non-tensor entries are kept as they are. As in tensordict:
+        ``default`` stands in for a leaf missing from ``others``, ``out`` receives the result in
+        place (and is returned), ``propagate_lock`` locks the result of a locked TensorDict.
 
         Example:
             >>> TensorDict({"a": torch.ones(2)}, [2]).apply(lambda x: x * 2)["a"].tolist()
             [2.0, 2.0]
         """
+        if out is not None:  # computed first, then written: a refused write leaves ``out`` as it was
+            return out.update_(self.apply(fn, *others, batch_size=batch_size, device=device, default=default,
+                                          filter_empty=filter_empty))
         out_entries = {}
         for k, v in self._tensordict.items():
-            other_vals = [o._get_raw(k) if isinstance(o, _td()) else o.get(k) for o in others]
+            other_vals = [_other_value(o, k, default, v) for o in others]
             if isinstance(v, torch.Tensor):
                 r = fn(v, *other_vals)
                 if inplace and r is not None and r is not v:
                     v.copy_(r)
                     r = v
             elif isinstance(v, _td()):
-                r = v.apply(fn, *other_vals, batch_size=None if batch_size is None else torch.Size(batch_size) + v.batch_size[len(self._batch_size):], inplace=inplace)
+                r = v.apply(fn, *other_vals, batch_size=None if batch_size is None else torch.Size(batch_size) + v.batch_size[len(self._batch_size):],
+                            inplace=inplace, default=default, filter_empty=filter_empty)
+                if not inplace and filter_empty is not False and v._tensordict and not r._tensordict:
+                    r = None  # every leaf gave None: the nested TensorDict goes too
             elif is_collection(v) and hasattr(v, "apply"):  # a tensorclass, a ragged stack
                 nested_bs = {} if batch_size is None else {"batch_size": torch.Size(batch_size) + v.batch_size[len(self._batch_size):]}
                 r = v.apply(fn, *other_vals, inplace=inplace, **nested_bs)
@@ -58,10 +82,12 @@ class CollectionOps:
         if inplace:
             return self
         new_device = self._device if device is NO_DEFAULT else device
-        out = self._new_unsafe({}, torch.Size(batch_size) if batch_size is not None else self._batch_size, None if new_device is None else torch.device(new_device))
+        result = self._new_unsafe({}, torch.Size(batch_size) if batch_size is not None else self._batch_size, None if new_device is None else torch.device(new_device))
         for k, v in out_entries.items():
-            out._set_str(k, v, False)
-        return out
+            result._set_str(k, v, False)
+        if propagate_lock and self._is_locked:
+            result.lock_()
+        return result
 
     def clone(self, recurse: bool = True) -> "TensorDict":
         """A copy; with ``recurse=False`` the tensors are shared."""

@@ -77,7 +77,12 @@ class ForwardedMethods:
         return self.to("cpu")
 
     def apply(self, fn, *others, **kwargs):
+        dest = kwargs.get("out")
+        if isinstance(dest, ForwardedMethods):  # out=tc: written through its storage, returned as is
+            kwargs["out"] = dest._storage
         out = self._storage.apply(fn, *[o._storage if isinstance(o, ForwardedMethods) else o for o in others], **kwargs)
+        if dest is not None:
+            return dest
         return self if kwargs.get("inplace") else self._from_storage(out)
 
     def _compare(self, other, op):

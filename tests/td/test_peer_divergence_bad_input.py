@@ -135,3 +135,30 @@ def test_tensorclass_apply_out():
     src, out = _Pair(x=torch.ones(3), batch_size=[3]), _Pair(x=torch.zeros(3), batch_size=[3])
     assert src.apply(lambda t: t * 3, out=out) is out
     assert out.x.tolist() == [3.0, 3.0, 3.0] and src.x.tolist() == [1.0, 1.0, 1.0]
+
+
+# -- to() and new_*() take Tensor.to / Tensor.new_* arguments -------------------------------------
+def _mixed() -> TensorDict:
+    return TensorDict({"a": torch.zeros(2, 3), "b": {"c": torch.zeros(2, dtype=torch.long)}, "s": "x"}, [2])
+
+
+@pytest.mark.parametrize("call", [lambda td: td.to("cpu", torch.float16), lambda td: td.to(device="cpu", dtype=torch.float16),
+                                  lambda td: td.to(torch.zeros(1, dtype=torch.float16)),
+                                  lambda td: td.to("cpu", torch.float16, inplace=True)],
+                         ids=["device-dtype", "keywords", "tensor", "inplace"])
+def test_to_device_and_dtype_together(call):
+    # before: the dtype was dropped when a device came with it; a tensor argument gave a torch TypeError
+    out = call(_mixed())
+    assert out["a"].dtype == out["b", "c"].dtype == torch.float16 and out["s"] == "x"
+    assert out.device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("name, args", [("new_zeros", (3,)), ("new_ones", (3,)), ("new_empty", (3,)), ("new_full", ((3,), 2))])
+def test_new_collections_take_dtype_and_requires_grad(name, args):
+    # before: dtype= and requires_grad= were swallowed: every leaf kept its own dtype
+    out = getattr(_mixed(), name)(*args, dtype=torch.float64, requires_grad=True)
+    assert out.batch_size == (3,) and out["a"].shape == (3, 3)
+    assert out["a"].dtype == out["b", "c"].dtype == torch.float64
+    assert out["a"].requires_grad and out["b", "c"].requires_grad
+    plain = getattr(_mixed(), name)(*args)
+    assert plain["b", "c"].dtype == torch.long and not plain["a"].requires_grad

@@ -20,6 +20,27 @@ __all__ = ["CollectionOps", "NO_DEFAULT"]
 NO_DEFAULT = object()
 
 
+def _to_args(args, kwargs) -> tuple:
+    """``(device, dtype)`` from ``Tensor.to``-style arguments (a device, a dtype, both, a tensor
+    standing for its device and dtype, a TensorDict for its device); later bools (non_blocking,
+    copy) are ignored."""
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    rest = list(args)
+    if rest:
+        first = rest.pop(0)
+        if isinstance(first, torch.Tensor):
+            device, dtype = first.device, first.dtype
+        elif isinstance(first, torch.dtype):
+            dtype = first
+        elif isinstance(first, _td()) or (hasattr(first, "batch_size") and hasattr(first, "device")):
+            device = first.device
+        else:
+            device = first
+    if rest and isinstance(rest[0], torch.dtype):
+        dtype = rest[0]
+    return device, dtype
+
+
 def _other_value(other, key: str, default, mine):
     """``other``'s entry at ``key`` for :meth:`CollectionOps.apply`; when it is missing and a
     ``default`` was given: the default for a leaf, an empty TensorDict for a nested one (whose
@@ -196,25 +217,27 @@ class CollectionOps:
 
     # -- devices and dtypes ---------------------------------------------------------------
     def to(self, *args, non_blocking: bool = False, inplace: bool = False, **kwargs) -> "TensorDict":
-        """Move to a device (``td.to("cpu")``) or cast tensors (``td.to(torch.float16)``);
-        ``inplace=True`` moves the entries of this TensorDict and returns it."""
-        dest = args[0] if args else kwargs.get("device", kwargs.get("dtype"))
-        if isinstance(dest, _td()):
-            dest = dest.device
-        if isinstance(dest, torch.dtype):
-            out = self.apply(lambda t: t.to(dest))
+        """Move to a device and/or cast the tensors, with ``Tensor.to``'s arguments:
+        ``td.to("cpu")``, ``td.to(torch.float16)``, ``td.to("cpu", torch.float16)``,
+        ``td.to(device=..., dtype=...)``, ``td.to(tensor)`` (its device and dtype) or
+        ``td.to(other_td)`` (its device); ``inplace=True`` changes this TensorDict and returns it."""
+        device, dtype = _to_args(args, kwargs)
+        src = self
+        if dtype is not None:
+            src = self.apply(lambda t: t.to(dtype))
             if inplace:
-                self._tensordict.update(out._tensordict)
-                return self
-            return out
-        device = torch.device(dest) if dest is not None else None
+                self._tensordict.update(src._tensordict)
+                src = self
+            if device is None:
+                return src
+        device = torch.device(device) if device is not None else None
         if device is not None and device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(
                 f"cannot move the TensorDict to {device}: CUDA is not available in this PyTorch "
                 "build or on this machine; keep it on the CPU (td.cpu())"
             )
         entries = {}
-        for k, v in self._tensordict.items():
+        for k, v in src._tensordict.items():
             entries[k] = v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v.to(device)
         if inplace:
             self._tensordict.update(entries)

@@ -48,6 +48,15 @@ def _inplace(op):
     return method
 
 
+def _factory(name: str, dtype, device, requires_grad: bool):
+    """``Tensor.<name>`` (new_zeros, new_ones, new_empty, new_full) for a leaf, with the dtype,
+    device and requires_grad given to the TensorDict method (the leaf's own when None)."""
+    def make(t, shape, *fill):
+        return getattr(t, name)(shape, *fill, dtype=t.dtype if dtype is None else dtype,
+                                device=t.device if device is None else device, requires_grad=requires_grad)
+    return make
+
+
 class ExtraMethods:
     """Mixin of TensorDict; see the module docstring."""
 
@@ -209,18 +218,20 @@ class ExtraMethods:
                 raise TypeError(f"new_*: cannot build a new entry {k!r} like a {type(v).__name__}")
         return out
 
-    def new_zeros(self, *size, **kwargs):
-        """Zeros with the batch size ``size`` (leaves keep their feature dims and dtypes)."""
-        return self._new_like(size, lambda t, s: t.new_zeros(s))
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False, **kwargs):
+        """Zeros with the batch size ``size`` (leaves keep their feature dims, and their dtypes
+        and devices unless ``dtype`` / ``device`` are given, as ``Tensor.new_zeros``)."""
+        return self._new_like(size, _factory("new_zeros", dtype, device, requires_grad))
 
-    def new_ones(self, *size, **kwargs):
-        return self._new_like(size, lambda t, s: t.new_ones(s))
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False, **kwargs):
+        return self._new_like(size, _factory("new_ones", dtype, device, requires_grad))
 
-    def new_empty(self, *size, **kwargs):
-        return self._new_like(size, lambda t, s: t.new_empty(s))
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False, **kwargs):
+        return self._new_like(size, _factory("new_empty", dtype, device, requires_grad))
 
-    def new_full(self, size, fill_value, **kwargs):
-        return self._new_like((size,), lambda t, s: t.new_full(s, fill_value))
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad: bool = False, **kwargs):
+        make = _factory("new_full", dtype, device, requires_grad)
+        return self._new_like((size,), lambda t, s: make(t, s, fill_value))
 
     def zeros_like(self):
         return self.apply(torch.zeros_like)

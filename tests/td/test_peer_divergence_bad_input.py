@@ -3,7 +3,7 @@ operations on both): each test pins the behaviour tensordict has, through chatda
 import pytest
 import torch
 
-from chatdata.td import NonTensorStack, TensorDict, tensorclass
+from chatdata.td import NonTensorStack, TensorDict, load_memmap, tensorclass
 
 
 def _text_td(built_in_order: bool) -> TensorDict:
@@ -162,3 +162,17 @@ def test_new_collections_take_dtype_and_requires_grad(name, args):
     assert out["a"].requires_grad and out["b", "c"].requires_grad
     plain = getattr(_mixed(), name)(*args)
     assert plain["b", "c"].dtype == torch.long and not plain["a"].requires_grad
+
+
+def test_write_through_reshape_of_a_loaded_text_column(tmp_path):
+    # a loaded column keeps its index as a range too
+    TensorDict({"s": NonTensorStack.from_list(["a", "b", "c", "d"]), "t": torch.arange(4)}, [4]).memmap(tmp_path / "ds")
+    td = load_memmap(tmp_path / "ds")
+    td.reshape(2, 2)[0, 1] = TensorDict({"s": "X", "t": torch.tensor(9)}, [])
+    assert td["s"] == ["a", "X", "c", "d"] and td["t"].tolist() == [0, 9, 2, 3]
+
+
+def test_set__takes_non_blocking():
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    td.set_("a", torch.ones(2), non_blocking=True)
+    assert td["a"].tolist() == [1.0, 1.0]

@@ -295,8 +295,9 @@ class TensorDict(WriteMethods, ExtraMethods, AutogradMethods, ModuleParams, Coll
         check_batch(key, entry, self._batch_size)
         self._tensordict[key] = entry
 
-    def set_(self, key, value) -> "TensorDict":
-        """Write ``value`` into the existing entry ``key`` in place (KeyError if absent)."""
+    def set_(self, key, value, *, non_blocking: bool = False) -> "TensorDict":
+        """Write ``value`` into the existing entry ``key`` in place (KeyError if absent);
+        ``non_blocking`` is accepted for tensordict's signature (CPU copies block anyway)."""
         existing = self._get_raw(key)
         write_into(existing, value, key)
         return self

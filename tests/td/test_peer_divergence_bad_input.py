@@ -176,3 +176,29 @@ def test_set__takes_non_blocking():
     td = TensorDict({"a": torch.zeros(2)}, [2])
     td.set_("a", torch.ones(2), non_blocking=True)
     assert td["a"].tolist() == [1.0, 1.0]
+
+
+# -- element-wise operations between TensorDicts with different keys -----------------------------
+def _ab() -> TensorDict:
+    return TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])
+
+
+@pytest.mark.parametrize("op", [lambda x, y: x == y, lambda x, y: x != y, lambda x, y: x + y, lambda x, y: x < y,
+                                lambda x, y: x * y], ids=["eq", "ne", "add", "lt", "mul"])
+@pytest.mark.parametrize("extra", [("c",), ("n", "c")], ids=["top", "nested"])
+def test_elementwise_op_with_an_extra_key_in_the_other_raises(op, extra):
+    # before: the other's extra entry was ignored, so (td == bigger).all() was True
+    other = _ab()
+    other[extra] = torch.ones(2)
+    with pytest.raises(KeyError, match="keys"):
+        op(_ab(), other)
+
+
+def test_inplace_op_with_a_key_missing_from_the_other_writes_nothing():
+    # before: 'a' was added to, then the missing 'n.b' raised: a refused += changed the TensorDict
+    td = _ab()
+    with pytest.raises(KeyError, match=r"only the first has \[\('n', 'b'\)\]"):
+        td += TensorDict({"a": torch.ones(2)}, [2])
+    assert td["a"].tolist() == [0.0, 0.0]
+    td += TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2)}, "c": torch.ones(2)}, [2])  # extra keys: unused
+    assert td["a"].tolist() == [1.0, 1.0] and td["n", "b"].tolist() == [1.0, 1.0]

@@ -19,7 +19,7 @@ from typing import Tuple, Union
 
 NestedKey = Union[str, Tuple["NestedKey", ...]]
 
-__all__ = ["NestedKey", "unravel_key", "key_to_filename", "filename_to_key", "is_valid_key"]
+__all__ = ["NestedKey", "unravel_key", "key_to_filename", "filename_to_key", "is_valid_key", "check_same_keys"]
 
 
 def _flatten(key, out: list) -> None:
@@ -128,3 +128,16 @@ def filename_to_key(name: str) -> str:
             raw.extend(ch.encode())
             i += 1
     return raw.decode("utf-8", "surrogatepass")
+
+
+def check_same_keys(first, second, what: str, subset: bool = False) -> None:
+    """KeyError unless the two collections hold the same leaf keys (nested ones included), or
+    with ``subset=True`` unless ``second`` holds every leaf key of ``first``: element-wise
+    operations between TensorDicts (``==``, ``+``) pair entries by key, and an entry of one side
+    alone would silently drop out of the result (tensordict raises too); ``td += other`` writes
+    ``td``'s entries, so ``other`` must hold them all before the first is written."""
+    mine, theirs = set(first.keys(True, True)), set(second.keys(True, True))
+    if mine != theirs and not (subset and mine <= theirs):
+        only_second = "" if subset else f", only the second has {sorted(theirs - mine, key=str)}"
+        raise KeyError(f"{what}: the TensorDicts' keys differ (only the first has {sorted(mine - theirs, key=str)}"
+                       f"{only_second}); select() the common keys first")

@@ -139,6 +139,10 @@ class CollectionOps:
         out = self._new_unsafe({}, self._batch_size, self._device)
         if isinstance(other, dict):
             other = _td()(other, batch_size=self._batch_size)
+        if isinstance(other, _td()) or is_collection(other):
+            extra = set(getattr(other, "_storage", other).keys()) - set(self._tensordict)
+            if extra:  # each nested level checks its own keys (nested entries compare recursively)
+                raise KeyError(f"cannot compare: the other TensorDict has keys {sorted(extra)} that this one lacks")
         for k, v in self._tensordict.items():
             if isinstance(other, _td()) or is_collection(other):
                 try:

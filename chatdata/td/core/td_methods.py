@@ -18,6 +18,7 @@ import operator
 import torch
 
 from .convert import is_collection
+from .keys import check_same_keys
 from ..nontensor import NonTensorData, NonTensorStack, Pool, is_non_tensor
 
 __all__ = ["ExtraMethods"]
@@ -27,6 +28,7 @@ def _binary(op, reverse: bool = False):
     def method(self, other):
         if isinstance(other, (dict,)) or is_collection(other):
             other_td = other if not isinstance(other, dict) else type(self)(other, batch_size=self.batch_size)
+            check_same_keys(self, other_td, f"{op.__name__}")
 
             def fn(a, b):
                 return op(b, a) if reverse else op(a, b)
@@ -40,6 +42,7 @@ def _binary(op, reverse: bool = False):
 def _inplace(op):
     def method(self, other):
         if is_collection(other):
+            check_same_keys(self, other, "in-place operation", subset=True)  # before anything is written
             self.apply(lambda a, b: op(a, b), other, inplace=True)
         else:
             self.apply(lambda a: op(a, other), inplace=True)

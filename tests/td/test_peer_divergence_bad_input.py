@@ -202,3 +202,19 @@ def test_inplace_op_with_a_key_missing_from_the_other_writes_nothing():
     assert td["a"].tolist() == [0.0, 0.0]
     td += TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2)}, "c": torch.ones(2)}, [2])  # extra keys: unused
     assert td["a"].tolist() == [1.0, 1.0] and td["n", "b"].tolist() == [1.0, 1.0]
+
+
+# -- torch functions on a TensorDict --------------------------------------------------------------
+def test_torch_where_and_reductions_on_a_tensordict():
+    # before: torch.where(cond, td, other) and torch.sum(td) failed in torch's dispatcher
+    # ("Multiple dispatch failed ... returned NotImplemented")
+    td = TensorDict({"a": torch.arange(4.).reshape(2, 2)}, [2])
+    assert torch.where(torch.tensor([True, False]), td, td * 0)["a"].tolist() == [[0.0, 1.0], [0.0, 0.0]]
+    assert torch.where(torch.tensor([True, False]), td, 0)["a"].tolist() == [[0.0, 1.0], [0.0, 0.0]]
+    assert torch.sum(td)["a"].item() == 6.0 and torch.mean(td)["a"].item() == 1.5
+
+
+def test_where_with_an_other_of_different_keys_raises():
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    with pytest.raises(KeyError, match="keys"):
+        td.where(torch.tensor([True, False]), TensorDict({"a": torch.ones(2), "b": torch.ones(2)}, [2]))

@@ -313,6 +313,8 @@ class ExtraMethods:
         if isinstance(other, (numbers.Number, torch.Tensor)):  # one value for every leaf (it was "'int' has no 'get'")
             res = self.apply(lambda a: fn(a, other))
         else:
+            if pad is None and is_collection(other):  # an entry of other alone would silently drop out
+                check_same_keys(self, other, "where")
             res = self.apply(fn, other)
         if out is not None:
             out.update_(res)

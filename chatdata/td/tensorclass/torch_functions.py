@@ -84,6 +84,13 @@ def collection_torch_function(func, types, args, kwargs):
         return _autograd_grad(*args, **kwargs)
     if func in (torch.all, torch.any):
         return getattr(args[0], func.__name__)(*args[1:], **kwargs)
+    if func is torch.where and len(args) >= 2 and isinstance(args[1], Batched):  # where(condition, td, other)
+        rest = dict(kwargs)
+        other = args[2] if len(args) > 2 else rest.pop("other")
+        return args[1].where(args[0], other, **rest)
+    method = getattr(type(args[0]), getattr(func, "__name__", ""), None) if args and isinstance(args[0], Batched) else None
+    if callable(method):  # torch.sum(td), torch.mean(td, 0), torch.narrow(td, ...): the method of that name
+        return method(*args, **kwargs)
     return NotImplemented
 
 

@@ -218,3 +218,30 @@ def test_where_with_an_other_of_different_keys_raises():
     td = TensorDict({"a": torch.zeros(2)}, [2])
     with pytest.raises(KeyError, match="keys"):
         td.where(torch.tensor([True, False]), TensorDict({"a": torch.ones(2), "b": torch.ones(2)}, [2]))
+
+
+# -- tensorclass.to_dict ---------------------------------------------------------------------------
+@tensorclass
+class _Inner:
+    v: torch.Tensor
+    w: torch.Tensor = None
+
+
+@tensorclass
+class _Outer:
+    i: _Inner
+    x: torch.Tensor
+    z: torch.Tensor
+
+
+def test_tensorclass_to_dict_round_trips():
+    # before: a field set to None was left out (rebuilding raised "missing 1 required positional
+    # argument: 'z'") and a nested tensorclass came back as the object, not a dict
+    o = _Outer(i=_Inner(v=torch.zeros(2), batch_size=[2]), x=torch.ones(2), z=None, batch_size=[2])
+    d = o.to_dict()
+    assert list(d) == ["i", "x", "z"] and d["z"] is None
+    assert isinstance(d["i"], dict) and d["i"]["w"] is None and d["i"]["v"].tolist() == [0.0, 0.0]
+    again = _Outer(**d, batch_size=[2])
+    assert again.i.v.tolist() == [0.0, 0.0] and again.z is None
+    assert "z" not in o.to_dict(retain_none=False)
+    assert isinstance(TensorDict({"i": o.i}, [2]).to_dict()["i"], dict)

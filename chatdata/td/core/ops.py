@@ -274,7 +274,9 @@ class CollectionOps:
         out = {}
         for k, v in self._tensordict.items():
             if isinstance(v, _td()):
-                out[k] = v.to_dict()
+                out[k] = v.to_dict(retain_none=retain_none)
+            elif hasattr(v, "_storage") and hasattr(v, "to_dict"):  # a tensorclass: a dict of its fields too
+                out[k] = v.to_dict(retain_none=retain_none)
             elif isinstance(v, NonTensorData):
                 out[k] = v.data
             elif isinstance(v, NonTensorStack):

@@ -66,6 +66,14 @@ class ForwardedMethods:
         """A copy of the fields as a plain TensorDict."""
         return self._storage.clone()
 
+    def to_dict(self, retain_none: bool = True, **kwargs) -> dict:
+        """The fields as nested plain dicts; a field that is None (not stored) is given as None
+        unless ``retain_none=False``, so ``type(tc)(**tc.to_dict(), batch_size=...)`` rebuilds it."""
+        out = self._storage.to_dict(retain_none=retain_none, **kwargs)
+        if not retain_none:
+            return out
+        return {**{name: out.pop(name, None) for name in self._field_names}, **out}
+
     def clone(self, recurse: bool = True):
         return self._from_storage(self._storage.clone(recurse))
 

@@ -245,3 +245,10 @@ def test_tensorclass_to_dict_round_trips():
     assert again.i.v.tolist() == [0.0, 0.0] and again.z is None
     assert "z" not in o.to_dict(retain_none=False)
     assert isinstance(TensorDict({"i": o.i}, [2]).to_dict()["i"], dict)
+
+
+def test_tensorclass_from_dict_with_a_non_field_raises():
+    # before: the key was kept as a hidden entry (no attribute read it; memmap saved it)
+    with pytest.raises(KeyError, match=r"no fields \['q'\]"):
+        _Pair.from_dict({"x": torch.zeros(2), "q": torch.zeros(2)}, batch_size=[2])
+    assert _Pair.from_dict({"x": torch.zeros(2)}, batch_size=[2]).x.tolist() == [0.0, 0.0]

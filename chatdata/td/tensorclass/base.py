@@ -178,10 +178,10 @@ class TensorClass(ForwardedMethods, Batched):
 
     @classmethod
     def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, **kwargs):
-        """Build from a (nested) dict of field values."""
+        """Build from a (nested) dict of field values (a key that is no field raises KeyError)."""
         td = TensorDict.from_dict(dict(input_dict), batch_size=batch_size, device=device, batch_dims=batch_dims,
                                   auto_batch_size=auto_batch_size)
-        return cls.from_tensordict(td, safe=False)
+        return cls.from_tensordict(td)
 
     @classmethod
     def _from_tensordict(cls, tensordict, non_tensordict=None, safe: bool = True):

@@ -1,5 +1,6 @@
 """Inputs where chatdata's td/ silently differed from tensordict 0.14.3 (found by running the same
 operations on both): each test pins the behaviour tensordict has, through chatdata's public API."""
+import numpy as np
 import pytest
 import torch
 
@@ -252,3 +253,16 @@ def test_tensorclass_from_dict_with_a_non_field_raises():
     with pytest.raises(KeyError, match=r"no fields \['q'\]"):
         _Pair.from_dict({"x": torch.zeros(2), "q": torch.zeros(2)}, batch_size=[2])
     assert _Pair.from_dict({"x": torch.zeros(2)}, batch_size=[2]).x.tolist() == [0.0, 0.0]
+
+
+# -- a uint8 index is a mask, as torch reads it ---------------------------------------------------
+@pytest.mark.filterwarnings("ignore:indexing with dtype torch.uint8")
+@pytest.mark.parametrize("make_mask", [lambda: torch.tensor([1, 0, 1, 0], dtype=torch.uint8),
+                                       lambda: np.array([1, 0, 1, 0], dtype=np.uint8)], ids=["tensor", "numpy"])
+def test_uint8_index_selects_like_a_mask(make_mask):
+    # before: td[m] read the bytes as row numbers ([1, 0, 1, 0]) while td["a"][m] took rows 0 and 2
+    td = TensorDict({"a": torch.arange(4), "s": NonTensorStack.from_list(list("wxyz"))}, [4])
+    assert td[make_mask()]["a"].tolist() == td["a"][torch.tensor([True, False, True, False])].tolist() == [0, 2]
+    assert td[make_mask()]["s"] == ["w", "y"]
+    td[make_mask()] = 0
+    assert td["a"].tolist() == [0, 1, 0, 3]

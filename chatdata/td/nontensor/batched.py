@@ -102,7 +102,9 @@ def normalize_index(index, batch_ndim: int):
                 raise IndexError(f"list indices must hold ints or bools (a 1-D list), got {it!r:.80}") from None
             if it.dtype not in (torch.bool, torch.long):
                 raise IndexError(f"list indices must hold ints or bools, got {it.dtype}")
-        elif isinstance(it, torch.Tensor) and it.dtype in (torch.int, torch.int16, torch.uint8, torch.int8):
+        elif isinstance(it, torch.Tensor) and it.dtype == torch.uint8:
+            it = it.bool()  # a byte tensor is a mask to torch (td["a"][m] == td[m]["a"]), not integer indices
+        elif isinstance(it, torch.Tensor) and it.dtype in (torch.int, torch.int16, torch.int8):
             it = it.long()
         elif isinstance(it, torch.Tensor) and it.dtype.is_floating_point:
             raise IndexError("tensors used as indices must be long or bool tensors")
@@ -145,6 +147,8 @@ def from_numpy_index(it):
     if getattr(it, "ndim", 0) == 0:
         return bool(it) if kind == "b" else int(it)
     t = torch.as_tensor(it)
+    if t.dtype == torch.uint8:  # a uint8 array is a mask to torch, as a byte tensor
+        return t.bool()
     return t if t.dtype in (torch.bool, torch.long) else t.long()
 
 

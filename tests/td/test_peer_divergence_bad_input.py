@@ -266,3 +266,39 @@ def test_uint8_index_selects_like_a_mask(make_mask):
     assert td[make_mask()]["s"] == ["w", "y"]
     td[make_mask()] = 0
     assert td["a"].tolist() == [0, 1, 0, 3]
+
+
+def _flat(x):
+    return [y for z in x for y in _flat(z)] if isinstance(x, list) else [x]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_text_and_tensor_columns_agree_through_chains_of_views(seed):
+    # writes through any chain of slices / reshapes / unsqueezes / transposes, into a view or its
+    # source, reach the text column exactly where they reach the tensor (before: 111 of 400 random chains broke)
+    import random
+
+    rnd = random.Random(seed)
+    values = [str(i) for i in range(12)]
+    col = NonTensorStack.from_list(values) if seed % 3 else NonTensorStack(*values)
+    views = [TensorDict({"s": col, "t": torch.arange(12)}, [12])]
+    for step in range(6):
+        v = rnd.choice(views)
+        op = rnd.choice(["slice", "reshape", "unsqueeze", "flat", "transpose", "write", "write_source"])
+        if op == "slice" and v.ndim and v.shape[0]:
+            views.append(v[rnd.randrange(v.shape[0]):])
+        elif op == "reshape" and v.numel() and v.numel() % 2 == 0:
+            views.append(v.reshape(2, -1))
+        elif op == "unsqueeze":
+            views.append(v.unsqueeze(rnd.randrange(v.ndim + 1)))
+        elif op == "flat":
+            views.append(v.reshape(-1))
+        elif op == "transpose" and v.ndim >= 2:
+            views.append(v.transpose(0, 1))
+        elif op.startswith("write"):
+            target = views[0] if op == "write_source" else v
+            if target.numel():
+                val = 1000 + step
+                target[tuple(rnd.randrange(d) for d in target.shape)] = TensorDict({"s": str(val), "t": torch.tensor(val)}, [])
+    for v in views:
+        assert [int(x) for x in _flat(v.get("s").tolist())] == _flat(v["t"].tolist())

@@ -302,3 +302,12 @@ def test_text_and_tensor_columns_agree_through_chains_of_views(seed):
                 target[tuple(rnd.randrange(d) for d in target.shape)] = TensorDict({"s": str(val), "t": torch.tensor(val)}, [])
     for v in views:
         assert [int(x) for x in _flat(v.get("s").tolist())] == _flat(v["t"].tolist())
+
+
+def test_update_from_to_dict_keeps_nested_tensorclasses():
+    # to_dict() gives nested tensorclasses as dicts now; update() merges such a dict into the
+    # nested tensorclass's fields (it used to replace it with a plain TensorDict)
+    src = _Outer(i=_Inner(v=torch.ones(2), batch_size=[2]), x=torch.ones(2), z=None, batch_size=[2])
+    dst = _Outer(i=_Inner(v=torch.zeros(2), batch_size=[2]), x=torch.zeros(2), z=None, batch_size=[2])
+    dst.update(src.to_dict(retain_none=False))
+    assert type(dst.i) is _Inner and dst.i.v.tolist() == [1.0, 1.0] and dst.x.tolist() == [1.0, 1.0]

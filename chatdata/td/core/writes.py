@@ -115,9 +115,10 @@ class WriteMethods:
             if keys_to_update is not None and not any(k[0] == key for k in keys_to_update):
                 continue
             target = self._tensordict.get(key)
-            if isinstance(target, self._td_class) and isinstance(value, (dict, self._td_class)):
+            target_td = getattr(target, "_storage", target)  # a nested tensorclass merges into its fields
+            if isinstance(target_td, self._td_class) and isinstance(value, (dict, self._td_class)):
                 sub_keys = None if keys_to_update is None else [k[1:] for k in keys_to_update if k[0] == key and len(k) > 1] or None
-                target._plan_update(value, clone, inplace, None if sub_keys is None else set(sub_keys), plan, prefix + (key,))
+                target_td._plan_update(value, clone, inplace, None if sub_keys is None else set(sub_keys), plan, prefix + (key,))
                 continue
             if clone and hasattr(value, "clone"):
                 value = value.clone()

@@ -124,10 +124,18 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         return state
 
     def _ids(self):
-        """Every element's pool id in order: a range (no allocation) or a list."""
+        """Every element's pool id in order: a range (no allocation) or a list. An index that
+        is one run of consecutive ids (a range turned into a tensor by a view, never written
+        out of order) is given as a range too, found with one vectorised check."""
         if self._idx is None:
             return self._rng
-        return self._idx.reshape(-1).tolist()
+        flat = self._idx.reshape(-1)
+        n = flat.numel()
+        if n > 64:
+            start = int(flat[0])
+            if int(flat[-1]) - start == n - 1 and bool((flat.diff() == 1).all()):
+                return range(start, start + n)
+        return flat.tolist()
 
     def _index(self, index):
         if self._idx is None:  # 1-D range: ints and slices need no tensor at all

@@ -35,7 +35,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from ..templates import Renderer, TemplateError
 from ..templates.profile import common_prefix_len  # the mask engine's; re-exported here

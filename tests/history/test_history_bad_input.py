@@ -273,14 +273,18 @@ def test_item_assignment_of_a_ragged_batch_says_what_to_write():
     assert conv.to_chats() == _BATCH[1]
 
 
-@pytest.mark.parametrize("dim", ["0", 1.0, True, None], ids=repr)
-def test_append_and_extend_take_an_int_dim(dim):
-    # "0" failed with "'<=' not supported between instances of 'int' and 'str'"; 1.0 was "out of range"
+# dim="0" failed with "'<=' not supported between instances of 'int' and 'str'", dim=1.0 was "out of range";
+# inplace="no" is truthy: the History grew in place while the caller asked for a new one
+@pytest.mark.parametrize("option, value, match", [
+    *[("dim", v, r"dim must be an int, got") for v in ("0", 1.0, True, None)],
+    *[("inplace", v, r"inplace must be True or False") for v in ("no", 0, None, np.bool_(False))],
+], ids=repr)
+def test_append_and_extend_take_an_int_dim_and_a_bool_inplace(option, value, match):
     conv = History.from_chats(_BATCH[1])
-    with pytest.raises(TypeError, match=r"dim must be an int, got"):
-        conv.append({"role": "user", "content": "x"}, dim=dim)
-    with pytest.raises(TypeError, match=r"dim must be an int, got"):
-        conv.extend([{"role": "user", "content": "x"}], dim=dim)
+    with pytest.raises(TypeError, match=match):
+        conv.append({"role": "user", "content": "x"}, **{option: value})
+    with pytest.raises(TypeError, match=match):
+        conv.extend([{"role": "user", "content": "x"}], **{option: value})
     assert conv.to_chats() == _BATCH[1]
     assert conv.extend([{"role": "user", "content": "x"}], dim=np.int64(0), inplace=False).to_chats()[-1]["content"] == "x"
 
@@ -333,14 +337,3 @@ def test_a_flat_list_of_str_never_sets_characters_of_a_ragged_batch():
     assert h.to_chats() == before
     h.role = [["user"] * 4, ["assistant"] * 9]
     assert h.role[1] == ["assistant"] * 9
-
-
-@pytest.mark.parametrize("inplace", ["no", 0, None, np.bool_(False)], ids=repr)
-def test_append_and_extend_take_a_bool_inplace(inplace):
-    # inplace="no" is truthy: the History grew in place while the caller asked for a new one
-    conv = History.from_chats(_BATCH[1])
-    with pytest.raises(TypeError, match=r"inplace must be True or False"):
-        conv.append({"role": "user", "content": "x"}, inplace=inplace)
-    with pytest.raises(TypeError, match=r"inplace must be True or False"):
-        conv.extend([{"role": "user", "content": "x"}], inplace=inplace)
-    assert conv.to_chats() == _BATCH[1]

@@ -94,6 +94,22 @@ def cut_at_stop(content: str | None, stops) -> str | None:
     return None if at < 0 else content[:at]
 
 
+def _answer_key(msg: dict, sent: dict) -> tuple:
+    """The key the client's copy of an answer is routed by: the stored message's, or, for a turn
+    whose content the client received cut at a stop string, the cut content's (a request without
+    ``X-Session-Id`` finds its session through these keys).
+
+    Example:
+        >>> msg = {"role": "assistant", "content": "Act STOP"}
+        >>> _answer_key(msg, {"role": "assistant", "content": "Act "}) == message_key({"role": "assistant", "content": "Act "})
+        True
+    """
+    cut = sent.get("content")
+    if cut is not None and cut != msg.get("content"):
+        return message_key({**msg, "content": cut})
+    return message_key(msg)
+
+
 def _attach_call_ids(msg: dict, ids: list | None = None) -> None:
     """Give every parsed tool call an id (the template's when it wrote one; else ``ids`` or a new one)."""
     for k, call in enumerate(msg.get("tool_calls") or ()):
@@ -352,7 +368,7 @@ class SessionTable:
     def publish(self, plan: Plan, number: int, msg: dict, sent: dict) -> Branch:
         """Make a logged turn visible to routing: branch ``number`` now holds the new messages
         and the answer (``sent`` is the OpenAI form the client received)."""
-        keys = [message_key(m) for m in plan.new_norm] + [message_key(msg)]
+        keys = [message_key(m) for m in plan.new_norm] + [_answer_key(msg, sent)]
         if plan.kind == "extend":
             b = plan.branch
             b.seen += [*plan.new_raw, sent]

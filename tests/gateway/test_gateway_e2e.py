@@ -325,6 +325,20 @@ def test_a_turn_cut_at_its_stop_string_still_extends_its_branch_after_a_kill_and
 
 
 
+def test_without_a_session_header_a_turn_cut_at_its_stop_string_finds_its_session(gateway):
+    """A harness that names no session is routed by the generated turns it repeats: the cut
+    answer it received must find the branch that holds the whole sampled turn."""
+    c = client(gateway)
+    msgs = [{"role": "system", "content": "ReAct agent without a session header"},
+            {"role": "user", "content": "Go " + scripted("Action: look\nObservation: invented<|im_end|>")}]
+    r = c.chat.completions.with_raw_response.create(model="tiny", messages=msgs, seed=3, stop=["\nObservation"])
+    first = r.parse().choices[0].message
+    assert first.content == "Action: look"
+    msgs += [first.model_dump(exclude_none=True), {"role": "user", "content": "Observation: x " + scripted("ok<|im_end|>")}]
+    r2 = c.chat.completions.with_raw_response.create(model="tiny", messages=msgs, seed=4)
+    assert r2.headers["x-session-id"] == r.headers["x-session-id"] and r2.headers["x-chatdata-branch"] == "0"
+
+
 def test_logprob_bytes_of_tokens_split_inside_a_character_join_to_the_text(gateway):
     """'🌍' is three byte-level tokens: each one's 'bytes' were those of U+FFFD (decode of a lone
     part), so the joined bytes of an answer were not its text."""

@@ -218,3 +218,18 @@ def test_value_counts_of_unhashable_values_counts_their_json():
     stack = NonTensorStack.from_list([{"a": 1}, None, {"a": 1}])
     assert stack.value_counts() == {'{"a": 1}': 2, "null": 1}
     assert stack.value_nbytes().tolist() == [8, 0, 8]  # None has no text
+
+
+def test_a_view_of_consecutive_values_packs_without_a_copy_and_checks_its_offsets():
+    """h[i]'s message columns are tensor-indexed views of consecutive values: packing them gave a
+    byte gather; now they are views of the pool's bytes, like a range, with its offsets checked."""
+    p = NonTensorStack.from_list(["ab", "", "é", "xyz", "q"]).packed()
+    view = p[torch.tensor([1, 2, 3])].unsqueeze(0)  # a tensor index, 2-D: not a range
+    data, off, kind = view.packed_column()
+    assert data.data_ptr() == p.packed_column()[0].data_ptr() and kind == "str"
+    assert [bytes(data[a:b].numpy()).decode() for a, b in zip(off[:-1].tolist(), off[1:].tolist())] == ["", "é", "xyz"]
+    assert view.to_arrow().to_pylist() == [["", "é", "xyz"]]
+    assert p[torch.tensor([3, 1])].packed_column()[1].tolist() == [0, 3, 3]  # out of order: gathered
+    bad = NonTensorStack.from_packed(torch.tensor(list(b"abcd"), dtype=torch.uint8), torch.tensor([0, 1, 3, 2, 4]))
+    with pytest.raises(ValueError, match="corrupt offsets: offset 3 is 2, after 3"):
+        bad[torch.tensor([1, 2, 3])].packed_column()

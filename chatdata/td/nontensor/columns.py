@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .pool import Pool, json_text
+from .range_index import consecutive_run
 
 __all__ = ["ColumnMethods"]
 
@@ -59,7 +60,8 @@ class ColumnMethods:
         """The values in order as one packed column: ``(data, offsets, kind)`` with ``data`` a
         uint8 tensor of UTF-8 (``kind="str"``) or JSON text (``"json"``) and ``offsets`` int64
         (``offsets[i]:offsets[i+1]`` is value ``i``; ``offsets[0]`` may be > 0). A 1-D stack over
-        a contiguous range of a packed (e.g. memory-mapped) pool gives views of it, no copy.
+        a contiguous range of a packed (e.g. memory-mapped) pool, or any view whose values are
+        consecutive in it (``h[i]``'s messages), gives views of it, no copy.
 
         Example:
             >>> from chatdata.td import NonTensorStack
@@ -69,6 +71,8 @@ class ColumnMethods:
         """
         pool = self._pool
         rng = self._rng
+        if rng is None and pool.is_packed and not pool._extras:  # a view of consecutive values (h[i]'s messages)
+            rng = consecutive_run(self._index_view.reshape(-1))
         if pool.is_packed and not pool._extras and rng is not None and rng.step == 1:
             pool.check_offsets(rng.start, rng.stop)  # views go to code that trusts them (Arrow)
             return pool.data, pool.offsets[rng.start:rng.stop + 1], pool.kind

@@ -24,7 +24,7 @@ import weakref
 
 import torch
 
-__all__ = ["share_range", "materialise", "range_tensor"]
+__all__ = ["share_range", "materialise", "range_tensor", "consecutive_run"]
 
 
 def share_range(source, view) -> None:
@@ -66,3 +66,20 @@ def materialise(stack) -> None:
             m._idx = range_tensor(r)
         m._rng = None
         m.__dict__.pop("_range_group", None)
+
+
+def consecutive_run(ids: torch.Tensor) -> range | None:
+    """``ids`` (1-D) as a range when they are one run of consecutive ids (a view of a column
+    built or loaded in order: ``h[i]``'s messages), else None; one vectorised check.
+
+    Example:
+        >>> consecutive_run(torch.tensor([4, 5, 6])), consecutive_run(torch.tensor([4, 6, 6]))
+        (range(4, 7), None)
+    """
+    n = ids.numel()
+    if not n:
+        return None
+    start = int(ids[0])
+    if int(ids[-1]) - start != n - 1 or (n > 2 and not bool((ids.diff() == 1).all())):
+        return None
+    return range(start, start + n)

@@ -29,7 +29,7 @@ from .nested_lists import _flatten_to, _infer_shape, _nested_list
 from .columns import ColumnMethods
 from .data import _DATA_FIELDS, _MEMMAP_PART, NonTensorData
 from .flags import StateFlags as _StateFlags, device as _device
-from .range_index import materialise, range_tensor, share_range
+from .range_index import consecutive_run, materialise, range_tensor, share_range
 
 __all__ = ["NonTensorStack", "is_non_tensor"]
 
@@ -130,12 +130,8 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         if self._idx is None:
             return self._rng
         flat = self._idx.reshape(-1)
-        n = flat.numel()
-        if n > 64:
-            start = int(flat[0])
-            if int(flat[-1]) - start == n - 1 and bool((flat.diff() == 1).all()):
-                return range(start, start + n)
-        return flat.tolist()
+        run = consecutive_run(flat) if flat.numel() > 64 else None  # a short list costs less than the check
+        return flat.tolist() if run is None else run
 
     def _index(self, index):
         if self._idx is None:  # 1-D range: ints and slices need no tensor at all

@@ -43,6 +43,7 @@ _REFUSED: dict[str, tuple] = {
     "web_search_options": (lambda v: v is None, "the gateway searches nothing (give the model a search tool instead)"),
     "use_beam_search": (lambda v: not v, "the gateway samples one answer (no beam search)"),
     "best_of": (lambda v: v in (None, 1), "the gateway samples one answer per request"),
+    "logit_bias": (lambda v: not v, "the gateway does not pass token biases to the backend"),
     "bad_words": (lambda v: not v, _UNCONSTRAINED),
     "allowed_token_ids": (lambda v: v is None, _UNCONSTRAINED),
     "logits_processors": (lambda v: not v, _UNCONSTRAINED),
@@ -59,6 +60,10 @@ _REFUSED: dict[str, tuple] = {
     "add_special_tokens": (lambda v: not v, "the prompt is the template's text and nothing else (the ids a "
                            "session keeps)"),
 }
+
+# vLLM's constrained decoding (extra_body) and SGLang's: like a JSON response_format, it cannot be honoured
+_REFUSED.update({name: (lambda v: v is None, _UNCONSTRAINED) for name in (
+    "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs", "regex", "ebnf")})
 
 # what OpenAI and vLLM accept (vLLM adds "max" for DeepSeek V4)
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -34,9 +34,6 @@ __all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_ke
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
-# vLLM's constrained decoding (extra_body): like a JSON response_format, it cannot be honoured
-_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
-           "regex", "ebnf")  # SGLang's
 # (``template`` and ``self`` name the renderer's and the conversation's own arguments: a TypeError, a 500)
 _RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "tokenizer", "chat_template",
                        "chat_template_name", "history", "template", "self"})
@@ -224,11 +221,6 @@ def _unsupported(body: dict) -> None:
     for name in ("functions", "function_call"):  # the deprecated form of tools: nothing would be rendered
         if body.get(name) is not None:
             raise _bad(f"'{name}' (the deprecated form of tools) is not supported: send 'tools' and 'tool_choice'", name)
-    if body.get("logit_bias"):
-        raise _bad("'logit_bias' is not supported: the gateway does not pass token biases to the backend", "logit_bias")
-    for name in _GUIDED:
-        if body.get(name) is not None:
-            raise _bad(f"'{name}' is not supported: the gateway does not constrain decoding", name)
     fmt = body.get("response_format")
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if fmt is not None and kind != "text":

@@ -214,7 +214,6 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
     from .arrow_check import checked_messages
     from .arrow_history import find_bad_rows, history_from_arrow
     from .sharded import ShardedWriter
-    from .stitch import streamable
 
     pa = require_pyarrow()
     chunk_size = check_count("chunk_size", chunk_size)
@@ -282,7 +281,7 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
                 row0 += n
                 if h is None or not h.batch_size[0]:
                     continue
-                writer.append(streamable(h))  # a chunk of only empty conversations: see streamable
+                writer.append(h)  # ShardedWriter writes a chunk of only empty conversations readable (streamable)
                 stats.conversations += h.batch_size[0]
                 stats.messages += int(h.conversation_offsets()[-1])
         if before_close is not None:

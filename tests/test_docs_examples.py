@@ -176,7 +176,7 @@ def check_readme(n: dict) -> None:
     assert n["again"].to_chats() == n["chats"]
     assert set(n["TokenDataset"]("tokens/")[0]) >= {"input_ids", "assistant_masks", "labels"}
     assert set(n["batch"]) == {"input_ids", "labels", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k",
-                               "max_length_q", "max_length_k"}
+                               "max_length_q", "max_length_k", "seq_idx"}
     assert n["batch"]["input_ids"].shape[0] == 1
     assert set(n["ro"].tokens().keys()) == {"input_ids", "assistant_masks", "logprobs"}
     assert n["ds"].batch_size[0] == 2 * n["h"].batch_size[0]

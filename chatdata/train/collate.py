@@ -9,8 +9,11 @@ Padding-free batches follow transformers' ``DataCollatorWithFlattening(return_fl
 ``input_ids``, ``labels`` and ``position_ids`` of shape (1, T) (int64), positions restarting at
 0 for each sequence, -100 as each sequence's first label (so no sequence learns to predict
 across a boundary), ``cu_seq_lens_q``/``cu_seq_lens_k`` (int32, n + 1 for n rows with tokens:
-an empty row gets no boundary, as in transformers) and
-``max_length_q``/``max_length_k`` (Python ints). There is no ``attention_mask``: transformers'
+an empty row gets no boundary, as in transformers),
+``max_length_q``/``max_length_k`` (Python ints) and ``seq_idx`` (int32, (1, T): the index of each
+token's sequence among the rows with tokens, what the short convolutions of hybrid models --
+Mamba / linear-attention layers -- read to stop at a boundary; TRL's padding-free collator and
+``DataCollatorWithFlattening(return_seq_idx=True)`` give it too). There is no ``attention_mask``: transformers'
 sdpa/eager attention finds the sequences from the restarting positions and builds the
 block-diagonal causal mask; flash-attention kernels take the ``cu_seq_lens``.
 
@@ -49,8 +52,8 @@ def collate_padding_free(rows) -> dict:
         >>> b = collate_padding_free([{"input_ids": [1, 2, 3], "labels": [1, 2, 3]}, {"input_ids": [4, 5]}])
         >>> b["input_ids"].tolist(), b["labels"].tolist(), b["position_ids"].tolist()
         ([[1, 2, 3, 4, 5]], [[-100, 2, 3, -100, 5]], [[0, 1, 2, 0, 1]])
-        >>> b["cu_seq_lens_q"].tolist(), b["max_length_k"]
-        ([0, 3, 5], 3)
+        >>> b["cu_seq_lens_q"].tolist(), b["max_length_k"], b["seq_idx"].tolist()
+        ([0, 3, 5], 3, [[0, 0, 0, 1, 1]])
     """
     flat = gather_rows(rows, labels=True)
     ids, labels = flat.ids, flat.columns["labels"]  # labels is a fresh tensor: safe to edit in place
@@ -77,6 +80,7 @@ def collate_padding_free(rows) -> dict:
     position_ids = np.concatenate([ramp[:k] for k in lens.tolist()]) if lens.size < 4096 else \
         np.arange(total, dtype=np.int64) - np.repeat(starts, lens)
     cu32 = torch.from_numpy(cu.astype(np.int32))
+    seq_idx = np.repeat(np.arange(lens.size, dtype=np.int32), lens)
     max_len = int(lens.max())
     return {
         "input_ids": ids.reshape(1, total),
@@ -86,6 +90,7 @@ def collate_padding_free(rows) -> dict:
         "cu_seq_lens_k": cu32,
         "max_length_q": max_len,
         "max_length_k": max_len,
+        "seq_idx": torch.from_numpy(seq_idx).reshape(1, total),
         **{name: col.reshape(1, total, *col.shape[1:]) for name, col in flat.columns.items() if name not in _CONSUMED},
     }
 

@@ -10,8 +10,8 @@ A row is a dict (or a TensorDict item, as ``Rollout.tokens()[i]`` gives) with a 
   labels, written by hand).
 
 ``assistant_masks`` holds one flag per token (1-D), and ``labels`` token ids or -100; a
-ValueError names the row otherwise. Not columns: ``attention_mask`` and ``position_ids`` (each
-collate builds its own), 0-d tensors, numbers, strings, numpy arrays of strings or objects,
+ValueError names the row otherwise. Not columns: ``attention_mask``, ``position_ids`` and
+``seq_idx`` (each collate builds its own), 0-d tensors, numbers, strings, numpy arrays of strings or objects,
 ``None`` and other objects (per-row data such as a session id or a History). The collates leave
 them out. ``column_dtypes`` (a dict ``name -> dtype name``) says that those
 columns are stored narrower than their dtype (``Rollout.tokens()`` keeps routed-expert ids as
@@ -51,7 +51,7 @@ __all__ = ["FlatRows", "gather_rows", "pad_rows", "pad_index", "padded_index", "
            "LIST_COLUMNS", "SKIPPED_COLUMNS", "COLUMN_DTYPES"]
 
 LIST_COLUMNS = ("labels", "assistant_masks", "logprobs", "advantages", "loss_weights", "routed_experts")
-SKIPPED_COLUMNS = ("attention_mask", "position_ids")
+SKIPPED_COLUMNS = ("attention_mask", "position_ids", "seq_idx")
 COLUMN_DTYPES = "column_dtypes"
 
 

@@ -78,7 +78,7 @@ def same(got: torch.Tensor, want: torch.Tensor, what) -> None:
 @given(batches())
 def test_padding_free_and_padded_equal_the_rows_one_by_one(rows):
     b = collate_padding_free(rows)
-    at = 0
+    at = seq = 0
     for j, row in enumerate(rows):
         n = row["input_ids"].numel()
         span = slice(at, at + n)
@@ -87,6 +87,8 @@ def test_padding_free_and_padded_equal_the_rows_one_by_one(rows):
         same(b["input_ids"][0, span], row["input_ids"], ("ids", j))
         same(b["labels"][0, span], labels, ("labels", j))
         same(b["position_ids"][0, span], torch.arange(n), ("positions", j))
+        same(b["seq_idx"][0, span], torch.full((n,), seq, dtype=torch.int32), ("seq_idx", j))  # rows with tokens
+        seq += n > 0
         if weights is not None:
             same(b["loss_weights"][0, span], weights.masked_fill(labels == -100, 0.0), ("weights", j))
         for name in COLUMNS:

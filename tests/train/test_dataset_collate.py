@@ -51,10 +51,12 @@ def test_trained_lengths(sample_tokens, token_folder):
 
 
 def test_padding_free_matches_transformers_flattening(sample_tokens):
+    """Key for key and dtype for dtype what transformers gives with the boundary kwargs and ``seq_idx``
+    (the set TRL's ``DataCollatorForLanguageModeling(padding_free=True)`` returns too)."""
     ds = TokenDataset(sample_tokens)
     rows = [ds[i] for i in (4, 1, 9)]
     ours = collate_padding_free(rows)
-    theirs = DataCollatorWithFlattening(return_flash_attn_kwargs=True)(
+    theirs = DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_seq_idx=True)(
         [{"input_ids": r["input_ids"].tolist(), "labels": r["labels"].tolist()} for r in rows], return_tensors="pt")
     assert set(ours) == set(theirs)
     for k, v in theirs.items():
@@ -76,6 +78,7 @@ def test_padding_free_details():
     assert b["position_ids"].tolist() == [[0, 0, 1, 2]]
     assert b["cu_seq_lens_q"].dtype == torch.int32 and b["cu_seq_lens_k"].tolist() == [0, 1, 4]
     assert b["max_length_q"] == 3
+    assert b["seq_idx"].dtype == torch.int32 and b["seq_idx"].tolist() == [[0, 1, 1, 1]]  # the empty row has no index
 
 
 def test_padded_right_and_left():

@@ -20,7 +20,9 @@ block-diagonal causal mask; flash-attention kernels take the ``cu_seq_lens``.
 Both collates carry every other per-token column the rows hold (``logprobs``, ``advantages``,
 ``loss_weights``, ``routed_experts``, ...; see :mod:`chatdata.train.columns` for how a column is
 recognised) under its own name, aligned with ``input_ids``: ``(1, T, ...)`` padding-free,
-``(B, L, ...)`` padded with 0. ``assistant_masks`` becomes ``labels``, as before.
+``(B, L, ...)`` padded with 0. ``assistant_masks`` (and TRL's ``completion_mask``) become
+``labels``, as before. A row of TRL's ``pack_dataset`` (with ``seq_lengths``) is as many sequences
+in the padding-free batch, and refused by the padded one (:mod:`chatdata.train.trl_columns`).
 """
 from __future__ import annotations
 
@@ -55,10 +57,10 @@ def collate_padding_free(rows) -> dict:
         >>> b["cu_seq_lens_q"].tolist(), b["max_length_k"], b["seq_idx"].tolist()
         ([0, 3, 5], 3, [[0, 0, 0, 1, 1]])
     """
-    flat = gather_rows(rows, labels=True)
+    flat = gather_rows(rows, labels=True, packed=True)
     ids, labels = flat.ids, flat.columns["labels"]  # labels is a fresh tensor: safe to edit in place
     # numpy for the index arithmetic: on small batches torch's thread pool costs more than the work
-    lens = flat.lengths
+    lens = flat.lengths if flat.pieces is None else flat.pieces  # a TRL-packed row: its sequences
     if lens.size == 0:
         raise ValueError("cannot collate an empty batch: rows is empty")
     if not lens.all():  # an empty sequence holds no token: leave it out of the boundaries

@@ -10,7 +10,9 @@ A row is a dict (or a TensorDict item, as ``Rollout.tokens()[i]`` gives) with a 
   labels, written by hand).
 
 ``assistant_masks`` holds one flag per token (1-D), and ``labels`` token ids or -100; a
-ValueError names the row otherwise. Not columns: ``attention_mask``, ``position_ids`` and
+ValueError names the row otherwise. TRL's ``completion_mask`` is folded into ``assistant_masks``
+and a TRL-packed row's ``seq_lengths`` is read as its sequences' boundaries
+(:mod:`.trl_columns`). Not columns: ``attention_mask``, ``position_ids`` and
 ``seq_idx`` (each collate builds its own), 0-d tensors, numbers, strings, numpy arrays of strings or objects,
 ``None`` and other objects (per-row data such as a session id or a History). The collates leave
 them out. ``column_dtypes`` (a dict ``name -> dtype name``) says that those
@@ -45,24 +47,27 @@ import torch
 
 from ..td.core import is_integer_dtype
 from .dataset import IGNORE_INDEX, TokenRows
+from .trl_columns import SEQ_LENGTHS, check_seq_lengths, fold_completion_mask, packed_row_refused
 from .weights_column import reconcile_loss_weights
 
 __all__ = ["FlatRows", "gather_rows", "pad_rows", "pad_index", "padded_index", "make_labels", "widen_columns",
            "LIST_COLUMNS", "SKIPPED_COLUMNS", "COLUMN_DTYPES"]
 
-LIST_COLUMNS = ("labels", "assistant_masks", "logprobs", "advantages", "loss_weights", "routed_experts")
+LIST_COLUMNS = ("labels", "assistant_masks", "completion_mask", "logprobs", "advantages", "loss_weights", "routed_experts")
 SKIPPED_COLUMNS = ("attention_mask", "position_ids", "seq_idx")
 COLUMN_DTYPES = "column_dtypes"
 
 
 class FlatRows:
     """A batch as flat columns: ``ids`` (int64, all rows' tokens), ``offsets`` (numpy int64,
-    ``N + 1``) and ``columns`` (name -> flat tensor whose first dim is the total)."""
+    ``N + 1``) and ``columns`` (name -> flat tensor whose first dim is the total). ``pieces``: when
+    a row packs several sequences (TRL's ``seq_lengths``), the lengths of every sequence of every
+    row in order (numpy int64), else None."""
 
-    __slots__ = ("ids", "offsets", "columns")
+    __slots__ = ("ids", "offsets", "columns", "pieces")
 
-    def __init__(self, ids: torch.Tensor, offsets: np.ndarray, columns: dict):
-        self.ids, self.offsets, self.columns = ids, offsets, columns
+    def __init__(self, ids: torch.Tensor, offsets: np.ndarray, columns: dict, pieces: np.ndarray | None = None):
+        self.ids, self.offsets, self.columns, self.pieces = ids, offsets, columns, pieces
 
     @property
     def lengths(self) -> np.ndarray:
@@ -119,7 +124,7 @@ def _row_columns(row, j: int, n: int) -> dict:
     """The per-token columns of one row (see the module docstring), checked against ``n`` ids."""
     out = {}
     for name in row.keys():
-        if name == "input_ids" or name in SKIPPED_COLUMNS or name == COLUMN_DTYPES:
+        if name == "input_ids" or name in SKIPPED_COLUMNS or name == COLUMN_DTYPES or name == SEQ_LENGTHS:
             continue
         v = row[name]
         if isinstance(v, np.ndarray):
@@ -139,6 +144,7 @@ def _row_columns(row, j: int, n: int) -> dict:
             _check_mask(v, f"row {j}: ")
         out[name] = v
     widen_columns(out, _dtype_map(row[COLUMN_DTYPES]) if COLUMN_DTYPES in row.keys() else None)
+    fold_completion_mask(out, f"row {j}: ")
     return out
 
 
@@ -203,7 +209,7 @@ def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
                         f"{' (one row: wrap it in a list)' if hasattr(rows, 'keys') else ''}")
     if len(rows) == 0:
         raise ValueError("cannot collate an empty batch: rows is empty")
-    ids, cols = [], []
+    ids, cols, pieces = [], [], {}
     for j, row in enumerate(rows):
         if not (hasattr(row, "keys") and hasattr(row, "__getitem__")) or "input_ids" not in row.keys():
             raise ValueError(f"row {j} must be a dict with an 'input_ids' entry, got {type(row).__name__}"
@@ -212,6 +218,8 @@ def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
         if x.numel() == 0 and not allow_empty:
             raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
         c = _row_columns(row, j, x.numel())
+        if SEQ_LENGTHS in row.keys() and row[SEQ_LENGTHS] is not None:
+            pieces[j] = check_seq_lengths(row[SEQ_LENGTHS], x.numel(), f"row {j}: ")
         if "labels" in c:
             c["labels"] = _labels_column(c["labels"], f"row {j}: ")
         elif labels:
@@ -236,7 +244,9 @@ def _from_list(rows, allow_empty: bool, labels: bool) -> FlatRows:
             parts.append(v)
         columns[name] = _cat(parts)
     flat_ids = torch.from_numpy(np.concatenate([t.numpy() for t in ids]))
-    return FlatRows(flat_ids, offsets, columns)
+    # every row's sequences in order (a row without seq_lengths is one sequence), if a row packs several
+    packed = np.concatenate([pieces.get(j, lengths[j:j + 1]) for j in range(len(ids))]) if pieces else None
+    return FlatRows(flat_ids, offsets, columns, packed)
 
 
 def _missing(name: str, j: int, ids: torch.Tensor, like: torch.Tensor, cols: list) -> torch.Tensor:
@@ -266,6 +276,9 @@ def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
     if not allow_empty and not lengths.all():
         j = int(np.flatnonzero(lengths == 0)[0])
         raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
+    if SEQ_LENGTHS in values.keys():
+        raise ValueError(f"the ragged stack holds {SEQ_LENGTHS} (rows packed by TRL's pack_dataset): pass its rows "
+                         "as a list of dicts, each with its seq_lengths, to collate_padding_free")
     columns = {}
     for name in values.keys():
         if name == "input_ids" or name in SKIPPED_COLUMNS or name == COLUMN_DTYPES:
@@ -275,6 +288,7 @@ def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
             columns[name] = v
     if COLUMN_DTYPES in values.keys():
         widen_columns(columns, values[COLUMN_DTYPES])
+    fold_completion_mask(columns, "the ragged stack's ")
     if "assistant_masks" in columns:
         _check_mask(columns["assistant_masks"], "the ragged stack's ")
     ids = ids.to(torch.int64)
@@ -285,19 +299,25 @@ def _from_ragged(rows, allow_empty: bool, labels: bool) -> FlatRows:
     return FlatRows(ids, offsets, columns)
 
 
-def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> FlatRows:
+def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False, packed: bool = False) -> FlatRows:
     """The rows of a batch as :class:`FlatRows`; see the module docstring.
 
     ``rows``: a list of dicts / TensorDict items, the :class:`TokenRows` a ``TokenDataset`` gives a
     ``DataLoader``, or a ragged token set (``Rollout.tokens()``). ``labels=True`` adds a
     ``labels`` column: the row's own, else its ids where ``assistant_masks`` is set (-100
-    elsewhere), else its ids. ``allow_empty=False`` refuses a row without tokens.
+    elsewhere), else its ids. ``allow_empty=False`` refuses a row without tokens. ``packed=True``
+    accepts rows that pack several sequences (``seq_lengths``; ``flat.pieces``); else they are refused.
 
     Example:
         >>> gather_rows([{"input_ids": [1, 2], "assistant_masks": [0, 1]}], labels=True).columns["labels"].tolist()
         [-100, 2]
     """
     flat = _gather(rows, allow_empty, labels)
+    if flat.pieces is not None and not packed:  # a row of one sequence (seq_lengths [n]) is a plain row
+        several = [j for j in range(len(flat)) if _packs_several(rows[j])]
+        if several:
+            raise packed_row_refused(several[0], "a padded batch or a prefix tree")
+        flat.pieces = None
     _check_ids(flat)
     if "labels" in flat.columns and not (isinstance(rows, TokenRows) and "labels" not in rows.columns):
         _check_labels(flat)  # (a TokenDataset's labels are its checked ids or -100)
@@ -306,6 +326,14 @@ def gather_rows(rows, *, allow_empty: bool = True, labels: bool = False) -> Flat
         flat.columns["assistant_masks"] = masks != 0
     reconcile_loss_weights(flat.columns)  # a weight of 0: not trained (labels -100, mask off)
     return flat
+
+
+def _packs_several(row) -> bool:
+    """Whether a (checked) row's ``seq_lengths`` holds more than one sequence with tokens."""
+    if not (hasattr(row, "keys") and SEQ_LENGTHS in row.keys() and row[SEQ_LENGTHS] is not None):
+        return False
+    return int(np.count_nonzero(np.asarray(row[SEQ_LENGTHS].tolist() if isinstance(row[SEQ_LENGTHS], torch.Tensor)
+                                           else row[SEQ_LENGTHS]))) > 1
 
 
 def _check_ids(flat: FlatRows) -> None:
@@ -332,9 +360,10 @@ def _gather(rows, allow_empty: bool, labels: bool) -> FlatRows:
             j = int(np.flatnonzero(lengths == 0)[0])
             raise ValueError(f"row {j}: input_ids is empty (a row needs at least one token)")
         columns = {"assistant_masks": rows.assistant_masks, **rows.columns}
+        folded = fold_completion_mask(columns, "the rows' ")
         # every TokenDataset item has labels: a batch of them does too (a fresh tensor)
         columns["labels"] = _labels_column(columns["labels"], "the rows' ") if "labels" in rows.columns \
-            else rows.labels
+            else make_labels(rows.input_ids, columns["assistant_masks"]) if folded else rows.labels
         return FlatRows(rows.input_ids, offsets, columns)
     if hasattr(rows, "offsets") and hasattr(rows, "values") and hasattr(rows, "keys"):
         return _from_ragged(rows, allow_empty, labels)

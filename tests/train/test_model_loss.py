@@ -29,6 +29,11 @@ def _losses(model, rows, pad_id):
         padded = float(model(**collate_padded(rows, pad_token_id=pad_id, pad_to_multiple_of=8)).loss)
         packed_batch = collate_padding_free(rows)
         packed = float(model(**packed_batch).loss)
+        # rows packed two by two as TRL's pack_dataset writes them (seq_lengths): the same batch
+        trl_rows = [{"input_ids": torch.cat([r["input_ids"] for r in pair]), "labels": torch.cat([r["labels"] for r in pair]),
+                     "seq_lengths": [r["input_ids"].numel() for r in pair]} for pair in (rows[i:i + 2] for i in range(0, len(rows), 2))]
+        trl_packed = float(model(**collate_padding_free(trl_rows)).loss)
+        assert abs(trl_packed - packed) < 1e-9, (trl_packed, packed)
     return single, padded, packed
 
 
@@ -49,7 +54,12 @@ def test_same_loss_three_ways(sample_tokens):
     broken["position_ids"] = torch.arange(broken["input_ids"].shape[1])[None]
     with torch.no_grad():
         wrong = float(model(**broken).loss)
+        # an all-ones attention_mask (older TRL collators gave one) hides the packing from sdpa as well
+        ones = collate_padding_free(rows)
+        ones["attention_mask"] = torch.ones_like(ones["input_ids"])
+        wrong_mask = float(model(**ones).loss)
     assert abs(wrong - single) > 1e-2, (wrong, single, padded, packed)
+    assert abs(wrong_mask - single) > 1e-2, (wrong_mask, single)
 
 
 def test_packed_batch_from_dataloader_matches(token_folder):

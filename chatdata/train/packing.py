@@ -48,6 +48,12 @@ def planner(strategy: str):
     """``(index, plan)`` of a strategy registered with :func:`register_planner`, else None."""
     return _PLANNERS.get(strategy)
 _GROUP_RATIO = 1.01  # lengths within 1% of each other are placed together
+# TRL's pack_dataset strategies, said in chatdata's terms when one is passed here
+_TRL_STRATEGIES = {
+    "bfd_split": " (TRL's 'bfd_split' is strategy='bfd', overflow='split': the same pieces)",
+    "wrapped": " (TRL's 'wrapped' has no counterpart: it cuts sequences across bins and lets a bin's sequences "
+               "attend to each other; chatdata keeps every sequence whole in one bin, overflow='split' aside)",
+}
 
 
 def check_lengths(lengths, name: str = "lengths") -> torch.Tensor:
@@ -312,7 +318,7 @@ def pack(lengths, max_tokens: int, strategy: str = "bfd", overflow: str = "error
     if seed is not None:
         seed = check_seed(seed)
     if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}{_TRL_STRATEGIES.get(strategy, '')}")
     if strategy in _PLANNERS:  # "tree": the first argument holds the token ids, not only lengths
         return _PLANNERS[strategy][1](lengths, C, overflow, seed=seed)
     if overflow not in OVERFLOWS:

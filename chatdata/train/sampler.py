@@ -15,6 +15,13 @@ holds what the plan depends on (seed, max_tokens, world size, ..., a digest of t
 a state from another dataset or setup is refused before anything changes, since the rest of
 its epoch would differ (a sample seen twice or never).
 
+A state of another world size resumes too (an elastic restart on fewer or more ranks): the
+bins the old ranks had taken (``batches_done`` each, since every rank takes as many) are left
+out, and the rest of the epoch's bins, in their order, are dealt out to the new ranks as above
+(split, dropped or repeated to make them divide), without a new shuffle. The state then carries
+that history (``carry``: the world sizes and steps of the epoch so far), so a later resume
+yields the same rest again; the next epoch is packed and dealt for the new world size alone.
+
 Example:
     >>> s = PackedBatchSampler(torch.tensor([5, 3, 4, 2, 6]), max_tokens=8, seed=0)
     >>> sorted(i for b in s for i in b), len(s)
@@ -32,11 +39,12 @@ from .packing import as_int, check_lengths, check_max_tokens, check_seed, check_
 
 __all__ = ["PackedBatchSampler", "STATE_VERSION"]
 
-#: the layout of ``state_dict()``; a state of another version is refused
-STATE_VERSION = 1
+#: the layout of ``state_dict()``; a state of another version is refused. A state whose epoch
+#: changed world size (``carry``) is version 2, which a chatdata that would ignore the carry refuses
+STATE_VERSION = 2
+_READS = (1, 2)
 #: what a state must agree on with the sampler that loads it (else the rest of the epoch differs)
-_SAME = ("seed", "shuffle", "num_replicas", "max_tokens", "strategy", "drop_last", "overflow", "num_sequences",
-         "lengths_digest")
+_SAME = ("seed", "shuffle", "max_tokens", "strategy", "drop_last", "overflow", "num_sequences", "lengths_digest")
 
 
 def _dist_default(num_replicas, rank) -> tuple[int, int]:
@@ -96,7 +104,8 @@ class PackedBatchSampler(torch.utils.data.Sampler):
         self.epoch = 0
         self._resume = 0     # batches of the current epoch to skip on the next __iter__
         self._done = 0       # batches of the current epoch handed out so far
-        self._cache = None   # (epoch, this rank's bins)
+        self._carry = ()     # ((world size, batches each rank took), ...) of this epoch before a resize
+        self._cache = None   # ((epoch, carry), this rank's bins)
         self._digest = None  # of the lengths (and, for trees, of the prefix index), made on first state_dict()
         self._batches()      # validates max_tokens, strategy and the lengths now, not at the first batch
 
@@ -106,27 +115,37 @@ class PackedBatchSampler(torch.utils.data.Sampler):
         if epoch != self.epoch:
             self.epoch = epoch
             self._resume = self._done = 0
+            self._carry = ()
 
     def _check_epoch(self, epoch) -> int:
         epoch = as_int(epoch, "epoch")
         check_seed(self.seed + epoch, f"seed + epoch ({self.seed} + {epoch})")
         return epoch
 
-    def _epoch_bins(self) -> list[torch.Tensor]:
-        """Every rank's bins of this epoch, in dealing order (same on every rank)."""
-        g_seed = self.seed + self.epoch
+    def _epoch_bins(self, epoch: int, carry: tuple, R: int) -> list[torch.Tensor]:
+        """Every rank's bins of ``epoch`` for ``R`` ranks, in dealing order (same on every rank):
+        dealt for the epoch's first world size, then, for each resize in ``carry``, the bins not yet
+        taken dealt again for the next one."""
+        sizes = [r for r, _ in carry] + [R]
+        g_seed = self.seed + epoch
         plan = pack(self.lengths if self._source is None else self._source, self.max_tokens, self.strategy,
                     self.overflow, seed=g_seed if self.shuffle else None)
         bins = list(torch.split(plan.indices, (plan.bin_offsets[1:] - plan.bin_offsets[:-1]).tolist()))
-        R = self.num_replicas
-        if len(bins) % R and self.drop_last:
-            if len(bins) < R:
-                raise ValueError(f"only {len(bins)} batch(es) for {R} replicas with drop_last=True: "
-                                 "lower max_tokens or use fewer replicas")
-        elif len(bins) % R:
+        if len(bins) % sizes[0] and self.drop_last and len(bins) < sizes[0]:
+            raise ValueError(f"only {len(bins)} batch(es) for {sizes[0]} replicas with drop_last=True: "
+                             "lower max_tokens or use fewer replicas")
+        bins = self._deal(bins, sizes[0], g_seed if self.shuffle else None)
+        for (r, done), r_next in zip(carry, sizes[1:]):
+            bins = self._deal(bins[done * r:], r_next, None)
+        return bins
+
+    def _deal(self, bins: list, R: int, seed: int | None) -> list:
+        """``bins`` made a multiple of ``R`` (the fullest split in two, or, with ``drop_last``, the
+        last few dropped) and, with a ``seed``, shuffled."""
+        if len(bins) % R and not self.drop_last:
             self._split_fullest(bins, R - len(bins) % R)
-        if self.shuffle:
-            perm = torch.randperm(len(bins), generator=torch.Generator().manual_seed(g_seed)).tolist()
+        if seed is not None:
+            perm = torch.randperm(len(bins), generator=torch.Generator().manual_seed(seed)).tolist()
             bins = [bins[i] for i in perm]
         if len(bins) % R:
             if self.drop_last:
@@ -153,8 +172,9 @@ class PackedBatchSampler(torch.utils.data.Sampler):
                     heapq.heappush(heap, (-bins[j].numel(), j))
 
     def _batches(self) -> list[torch.Tensor]:
-        if self._cache is None or self._cache[0] != self.epoch:
-            self._cache = (self.epoch, self._epoch_bins()[self.rank::self.num_replicas])
+        key = (self.epoch, self._carry)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._epoch_bins(self.epoch, self._carry, self.num_replicas)[self.rank::self.num_replicas])
         return self._cache[1]
 
     def _lengths_digest(self) -> str:
@@ -197,22 +217,27 @@ class PackedBatchSampler(torch.utils.data.Sampler):
             if not 0 <= done <= len(self):
                 raise ValueError(f"batches_done={done} is not a count of this epoch's batches: epoch {self.epoch} "
                                  f"has {len(self)} on this rank (count the batches since set_epoch, not all steps)")
-        return {"version": STATE_VERSION, "epoch": self.epoch, "batches_done": done, "seed": self.seed,
-                "shuffle": self.shuffle, "num_replicas": self.num_replicas, "rank": self.rank,
-                "max_tokens": self.max_tokens, "strategy": self.strategy, "drop_last": self.drop_last,
-                "overflow": self.overflow, "num_sequences": self.lengths.numel(),
-                "lengths_digest": self._lengths_digest()}
+        state = {"version": STATE_VERSION if self._carry else 1, "epoch": self.epoch, "batches_done": done,
+                 "seed": self.seed, "shuffle": self.shuffle, "num_replicas": self.num_replicas, "rank": self.rank,
+                 "max_tokens": self.max_tokens, "strategy": self.strategy, "drop_last": self.drop_last,
+                 "overflow": self.overflow, "num_sequences": self.lengths.numel(),
+                 "lengths_digest": self._lengths_digest()}
+        if self._carry:
+            state["carry"] = [list(step) for step in self._carry]
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Resume where ``state`` was taken: the next ``__iter__`` yields the rest of that epoch.
 
-        Everything is checked before anything changes: a refused state leaves the sampler as it was.
-        Keys the state lacks (a state of an older chatdata) are not compared."""
+        A state of another world size resumes the epoch's bins not yet taken, dealt out to this
+        world size (see the module docstring). Everything is checked before anything changes: a
+        refused state leaves the sampler as it was. Keys the state lacks (a state of an older
+        chatdata) are not compared."""
         check_state_keys(state, ("epoch", "batches_done"), "PackedBatchSampler")
-        version = state.get("version", STATE_VERSION)
-        if version != STATE_VERSION:
-            raise ValueError(f"cannot resume: the state has version {version!r}, this chatdata reads version "
-                             f"{STATE_VERSION}")
+        version = state.get("version", 1)
+        if version not in _READS:
+            raise ValueError(f"cannot resume: the state has version {version!r}, this chatdata reads versions "
+                             f"{', '.join(map(str, _READS))}")
         for key in _SAME:
             if key not in state:
                 continue
@@ -224,13 +249,27 @@ class PackedBatchSampler(torch.utils.data.Sampler):
                 raise ValueError(f"cannot resume: {what}; the rest of the epoch would differ")
         epoch = self._check_epoch(state["epoch"])
         done = as_int(state["batches_done"], "batches_done")
-        saved = self.epoch
-        self.epoch = epoch
-        try:
-            n = len(self)
-        finally:
-            self.epoch = saved
+        carry = _check_carry(state.get("carry", ()))
+        saved_R = as_int(state.get("num_replicas", self.num_replicas), "num_replicas")
+        if saved_R <= 0:
+            raise ValueError(f"cannot resume: the state has num_replicas={saved_R}")
+        n = len(self._epoch_bins(epoch, carry, saved_R)) // saved_R
         if not 0 <= done <= n:
-            raise ValueError(f"cannot resume at batch {done}: epoch {epoch} has {n} batches on this rank")
-        self.epoch = epoch
+            where = "this rank" if saved_R == self.num_replicas else f"each of the {saved_R} ranks the state was taken on"
+            raise ValueError(f"cannot resume at batch {done}: epoch {epoch} has {n} batches on {where}")
+        if saved_R != self.num_replicas:  # the bins not taken yet, dealt out to this world size
+            carry, done = carry + ((saved_R, done),), 0
+        self.epoch, self._carry = epoch, carry
         self._resume = self._done = done
+
+
+def _check_carry(carry) -> tuple:
+    """A state's ``carry`` as a tuple of (world size >= 1, batches >= 0) int pairs, or a ValueError."""
+    try:
+        steps = tuple((as_int(r, "carry"), as_int(d, "carry")) for r, d in carry)
+    except (TypeError, ValueError):
+        raise ValueError(f"cannot resume: the state's carry must be [world size, batches] pairs, got {carry!r:.100}") \
+            from None
+    if any(r < 1 or d < 0 for r, d in steps):
+        raise ValueError(f"cannot resume: the state's carry holds a world size below 1 or a negative count: {carry!r:.100}")
+    return steps

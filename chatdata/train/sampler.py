@@ -12,8 +12,8 @@ bin holds a single sequence and the count still does not divide is a bin repeate
 ``state_dict()`` records the epoch and how many batches this rank has taken; after
 ``load_state_dict`` the rest of that epoch comes out exactly as it would have. The state also
 holds what the plan depends on (seed, max_tokens, world size, ..., a digest of the lengths):
-a state from another dataset or setup is refused before anything changes, since the rest of
-its epoch would differ (a sample seen twice or never).
+a state from another dataset or setup (world size aside) is refused before anything changes,
+since the rest of its epoch would differ (a sample seen twice or never).
 
 A state of another world size resumes too (an elastic restart on fewer or more ranks): the
 bins the old ranks had taken (``batches_done`` each, since every rank takes as many) are left

@@ -13,6 +13,7 @@
 Example:
     >>> cols = {"assistant_masks": torch.tensor([True, True, True]), "completion_mask": torch.tensor([0, 1, 1])}
     >>> fold_completion_mask(cols, "row 0: ")
+    True
     >>> sorted(cols), cols["assistant_masks"].tolist()
     (['assistant_masks'], [False, True, True])
     >>> check_seq_lengths([2, 1], 3, "row 0: ").tolist()
@@ -31,7 +32,13 @@ SEQ_LENGTHS = "seq_lengths"
 
 def fold_completion_mask(columns: dict, where: str) -> bool:
     """Move ``columns["completion_mask"]`` into ``columns["assistant_masks"]`` (their AND, as bools);
-    True if there was one. A mask with more than one flag per token is a ValueError naming ``where``."""
+    True if there was one. A mask with more than one flag per token is a ValueError naming ``where``.
+
+    Example:
+        >>> cols = {"completion_mask": torch.tensor([0, 1])}
+        >>> fold_completion_mask(cols, ""), cols["assistant_masks"].tolist()
+        (True, [False, True])
+    """
     mask = columns.pop(COMPLETION_MASK, None)
     if mask is None:
         return False
@@ -46,7 +53,12 @@ def fold_completion_mask(columns: dict, where: str) -> bool:
 
 def check_seq_lengths(value, n: int, where: str) -> np.ndarray:
     """A row's ``seq_lengths`` as int64 numpy: integers >= 0 that add up to its ``n`` tokens, else a
-    ValueError naming ``where`` (a row cut after packing no longer matches its lengths)."""
+    ValueError naming ``where`` (a row cut after packing no longer matches its lengths).
+
+    Example:
+        >>> check_seq_lengths(torch.tensor([3, 0, 2]), 5, "row 1: ").tolist()
+        [3, 0, 2]
+    """
     try:
         arr = np.asarray(value.tolist() if isinstance(value, torch.Tensor) else value)
     except (TypeError, ValueError) as err:
@@ -65,7 +77,12 @@ def check_seq_lengths(value, n: int, where: str) -> np.ndarray:
 
 
 def packed_row_refused(j: int, what: str) -> ValueError:
-    """The error of a collate that cannot keep a packed row's sequences apart."""
+    """The error of a collate that cannot keep a packed row's sequences apart.
+
+    Example:
+        >>> str(packed_row_refused(2, "a padded batch"))[:30]
+        'row 2 holds seq_lengths: it pa'
+    """
     return ValueError(f"row {j} holds {SEQ_LENGTHS}: it packs several sequences (as TRL's pack_dataset writes "
                       f"them), which {what} would let attend to each other; collate it with collate_padding_free "
                       "(positions restart at each sequence), or pass the sequences as rows of their own")

@@ -262,7 +262,8 @@ class Gateway:
                                 stop_token_ids=self._stop_ids(req),
                                 seed=req.seed, min_tokens=req.min_tokens, ignore_eos=req.ignore_eos,
                                 presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                                top_k=req.top_k, min_p=req.min_p, repetition_penalty=req.repetition_penalty)
+                                top_k=req.top_k, min_p=req.min_p, repetition_penalty=req.repetition_penalty,
+                                logit_bias=req.logit_bias)
             gen = await self.backend.generate(prompt, sampling)
             msg, sent, record = self.table.complete(plan, gen.ids, gen.logprobs, gen.finish_reason, stop=req.stop)
             generated = True

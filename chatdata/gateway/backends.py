@@ -4,14 +4,15 @@ Both take the prompt as token ids and answer with the ids they sampled, one logp
 a finish reason; :class:`Generation` holds that. The fields used (see ``docs/gateway.md``):
 
 * **vLLM** ``POST {url}/v1/completions`` with ``prompt`` (a list of ids), ``return_token_ids:
-  true`` and ``logprobs: 0`` (and the sampling fields: ``min_tokens``, ``ignore_eos``, ...);
+  true`` and ``logprobs: 0`` (and the sampling fields: ``min_tokens``, ``ignore_eos``,
+  ``logit_bias``, ...);
   read ``choices[0].token_ids`` (the sampled ids, the stop token
   included), ``choices[0].logprobs.token_logprobs`` and ``choices[0].finish_reason``
   (``"stop"`` or ``"length"``); ``prompt_token_ids``, when answered, must be the prompt sent.
   vLLM's default ``max_tokens`` is 16, so it is always sent.
 * **SGLang** ``POST {url}/generate`` with ``input_ids``, ``sampling_params`` (``max_new_tokens``,
   ``temperature``, ``top_p``, ``top_k``, ``min_p``, penalties, ``stop``, ``stop_token_ids``,
-  ``sampling_seed``, ``min_new_tokens``, ``ignore_eos``) and
+  ``sampling_seed``, ``min_new_tokens``, ``ignore_eos``, ``logit_bias``) and
   ``return_logprob: true``; read ``output_ids``, ``meta_info.output_token_logprobs`` (one
   ``[logprob, token_id, text]`` per sampled id) and ``meta_info.finish_reason.type``.
 
@@ -59,6 +60,7 @@ class Sampling:
     repetition_penalty: float | None = None
     min_tokens: int | None = None  # SGLang's min_new_tokens
     ignore_eos: bool = False
+    logit_bias: dict[str, float] | None = None  # OpenAI's shape, which both engines take: {"15": -100.0}
 
 
 _SAME_NAME = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "top_k", "min_p", "repetition_penalty")
@@ -223,6 +225,8 @@ class VLLMBackend(_HTTPBackend):
             p["min_tokens"] = s.min_tokens
         if s.ignore_eos:
             p["ignore_eos"] = True
+        if s.logit_bias:
+            p["logit_bias"] = s.logit_bias
         return p
 
     async def generate(self, prompt: PromptIds, s: Sampling) -> Generation:
@@ -274,6 +278,8 @@ class SGLangBackend(_HTTPBackend):
             sp["min_new_tokens"] = s.min_tokens
         if s.ignore_eos:
             sp["ignore_eos"] = True
+        if s.logit_bias:
+            sp["logit_bias"] = s.logit_bias
         return {"sampling_params": sp, "return_logprob": True, "stream": False}
 
     def models_url(self) -> str:

@@ -43,7 +43,6 @@ _REFUSED: dict[str, tuple] = {
     "web_search_options": (lambda v: v is None, "the gateway searches nothing (give the model a search tool instead)"),
     "use_beam_search": (lambda v: not v, "the gateway samples one answer (no beam search)"),
     "best_of": (lambda v: v in (None, 1), "the gateway samples one answer per request"),
-    "logit_bias": (lambda v: not v, "the gateway does not pass token biases to the backend"),
     "bad_words": (lambda v: not v, _UNCONSTRAINED),
     "allowed_token_ids": (lambda v: v is None, _UNCONSTRAINED),
     "logits_processors": (lambda v: not v, _UNCONSTRAINED),

@@ -30,7 +30,7 @@ from .body_prefix import BodyMemo, finite_float, not_json_constant, parse_body
 from .errors import GatewayError
 from .fields import refuse_unhonoured, template_vars
 
-__all__ = ["ChatRequest", "parse_chat_request", "normalize_message", "message_key", "reserved_names", "verbatim_chars"]
+__all__ = ["ChatRequest", "parse_chat_request", "logit_bias", "normalize_message", "message_key", "reserved_names", "verbatim_chars"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
@@ -71,6 +71,7 @@ class ChatRequest:
     min_tokens: int | None = None
     ignore_eos: bool = False
     stop_token_ids: list[int] = field(default_factory=list)
+    logit_bias: dict[str, float] | None = None  # token id (a decimal string) -> bias, the engines' shape
     stream: bool = False
     include_usage: bool = False
     logprobs: bool = False
@@ -240,6 +241,41 @@ def _token_ids(body: dict, name: str) -> list[int]:
     return v
 
 
+def logit_bias(body: dict) -> dict[str, float] | None:
+    """The request's ``logit_bias`` in the engines' shape (vLLM's ``/v1/completions`` and SGLang's
+    ``sampling_params`` both take OpenAI's): token ids as decimal strings, each with a bias in
+    [-100, 100] (as floats); None when absent or empty. Anything else is a 400 naming the field
+    (vLLM clamps a bias outside the range; OpenAI refuses it, and so does the gateway).
+
+    Example:
+        >>> logit_bias({"logit_bias": {"15": -100, "0042": 2.5}})
+        {'15': -100.0, '42': 2.5}
+        >>> logit_bias({"logit_bias": {"15": 101}})
+        Traceback (most recent call last):
+        ...
+        chatdata.gateway.errors.GatewayError: 'logit_bias' values must be numbers between -100 and 100, got 101 for token '15'
+    """
+    v = body.get("logit_bias")
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise _bad("'logit_bias' must be an object mapping token ids (as strings, e.g. {\"15\": -100}) to biases "
+                   f"between -100 and 100, got {type(v).__name__} {v!r:.100}", "logit_bias")
+    out: dict[str, float] = {}
+    for key, bias in v.items():
+        if not (key.isascii() and key.isdigit()) or int(key) >= 2**31:
+            raise _bad(f"'logit_bias' keys must be token ids written as decimal strings (integers in [0, 2**31), "
+                       f"e.g. \"15\"), got {key!r:.100}", "logit_bias")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise _bad(f"'logit_bias' values must be numbers between -100 and 100, got {bias!r:.100} for token "
+                       f"{key!r:.100}", "logit_bias")
+        tid = str(int(key))
+        if tid in out:
+            raise _bad(f"'logit_bias' names token {tid} twice (as {key!r} and another spelling)", "logit_bias")
+        out[tid] = float(bias)
+    return out or None
+
+
 def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     """Check a request body (JSON bytes) and return a :class:`ChatRequest`. ``memo``: the
     session's previous body (:mod:`chatdata.gateway.body_prefix`); the messages this body
@@ -284,6 +320,10 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     opts = body.get("stream_options")
     if opts is not None and not (isinstance(opts, dict) and isinstance(opts.get("include_usage", False), bool)):
         raise _bad(f"'stream_options' must be an object like {{\"include_usage\": true}}, got {opts!r}", "stream_options")
+    stream = _flag(body, "stream")
+    if opts and not stream:  # OpenAI's and vLLM's 400 (it was ignored: a client asking for usage chunks got none)
+        raise _bad("'stream_options' is only allowed when 'stream' is true: send stream: true, or leave "
+                   "stream_options out", "stream_options")
     kwargs = body.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise _bad(f"'chat_template_kwargs' must be an object, got {kwargs!r}", "chat_template_kwargs")
@@ -305,7 +345,8 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
         top_k=_integer(body, "top_k", -1), min_p=_number(body, "min_p", 0.0, 1.0),
         repetition_penalty=_positive(body, "repetition_penalty"), min_tokens=_integer(body, "min_tokens", 0),
         ignore_eos=_flag(body, "ignore_eos"), stop_token_ids=_token_ids(body, "stop_token_ids"),
-        stream=_flag(body, "stream"), include_usage=bool(opts and opts.get("include_usage")),
+        logit_bias=logit_bias(body),
+        stream=stream, include_usage=bool(opts and opts.get("include_usage")),
         logprobs=_flag(body, "logprobs"), template_kwargs=template_vars(body, kwargs), known=known, memo=memo,
     )
 

@@ -172,7 +172,17 @@ BAD_REQUESTS = [
     ("an assistant's function_call", json.dumps(_chat({"role": "assistant", "content": None, "function_call": {
         "name": "f", "arguments": "{}"}}, {"role": "user", "content": "and?"})).encode(),
      "messages[1].function_call (the deprecated form of tool_calls) is not supported"),
-    ("logit_bias", json.dumps(_chat(logit_bias={"15": -100})).encode(), "'logit_bias' is not supported"),
+    # logit_bias is passed on (OpenAI's shape, which both engines take); a malformed one was a 502 or 500 of theirs
+    ("logit_bias not an object", json.dumps(_chat(logit_bias=[15, -100])).encode(), "'logit_bias' must be an object"),
+    ("logit_bias key not a token id", json.dumps(_chat(logit_bias={"hello": 1})).encode(), "written as decimal strings"),
+    ("logit_bias negative key", json.dumps(_chat(logit_bias={"-1": 1})).encode(), "written as decimal strings"),
+    ("logit_bias key 2**31", json.dumps(_chat(logit_bias={str(2**31): 1})).encode(), "written as decimal strings"),
+    ("logit_bias 100.5", json.dumps(_chat(logit_bias={"15": 100.5})).encode(), "between -100 and 100, got 100.5"),
+    ("logit_bias true", json.dumps(_chat(logit_bias={"15": True})).encode(), "between -100 and 100, got True"),
+    ("logit_bias a string", json.dumps(_chat(logit_bias={"15": "5"})).encode(), "between -100 and 100, got '5'"),
+    ("logit_bias one token twice", json.dumps(_chat(logit_bias={"15": 1, "015": 2})).encode(), "names token 15 twice"),
+    ("stream_options without stream", json.dumps(_chat(stream_options={"include_usage": True})).encode(),
+     "'stream_options' is only allowed when 'stream' is true"),
     ("guided_json", json.dumps(_chat(guided_json={"type": "object"})).encode(), "'guided_json' is not supported"),
     ("a text part without text", json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).encode(),
      "messages[0].content[0]: a text part needs a string 'text'"),
@@ -243,6 +253,25 @@ def test_vllms_sampling_extras_reach_the_backend(scripted, tok, tmp_path, path, 
         assert r.status_code == 200, r.text
         sent = scripted.last_body[where] if where else scripted.last_body
         assert {k: sent.get(k) for k in asked} == asked
+    run(app, talk)
+
+
+@pytest.mark.parametrize("path", ["", "/generate"])
+def test_logit_bias_reaches_either_engine_in_openais_shape(scripted, tok, tmp_path, path):
+    """logit_bias was refused; vLLM's /v1/completions and SGLang's sampling_params take OpenAI's
+    shape (token ids as strings), so it is passed on, its ids written plainly; an empty one is no
+    bias (nothing sent)."""
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}{path}", tok, tmp_path / "out", durable=False)
+
+    async def talk(http):
+        r = await http.post("/v1/chat/completions", json=_chat(logit_bias={"15": -100, "0042": 2.5, "7": 0}))
+        assert r.status_code == 200, r.text
+        sent = scripted.last_body["sampling_params"] if path else scripted.last_body
+        assert sent["logit_bias"] == {"15": -100.0, "42": 2.5, "7": 0.0}
+        r = await http.post("/v1/chat/completions", json=_chat(logit_bias={}))
+        assert r.status_code == 200, r.text
+        sent = scripted.last_body["sampling_params"] if path else scripted.last_body
+        assert "logit_bias" not in sent
     run(app, talk)
 
 

@@ -113,7 +113,46 @@ REFUSED = [
     ({"extra_body": {"min_tokens": -1}}, "min_tokens", ">= 0"),
     ({"extra_body": {"ignore_eos": "yes"}}, "ignore_eos", "true or false"),
     ({"extra_body": {"documents": "not a list"}}, "documents", "must be a list of objects"),
+    ({"logit_bias": {"5": 101}}, "logit_bias", "between -100 and 100"),
+    ({"logit_bias": {"five": 1}}, "logit_bias", "token ids written as decimal strings"),
+    # answered without usage chunks before (OpenAI and vLLM refuse it)
+    ({"stream_options": {"include_usage": True}}, "stream_options", "only allowed when 'stream' is true"),
 ]
+
+
+def test_logit_bias_reaches_sglang_and_biases_what_it_samples(gateway, backend, tokenizer_of):
+    """logit_bias was refused (SGLang's sampling_params take it in OpenAI's shape). Greedy, a +100
+    bias makes the token win every step; -100 bans the token greedy decoding picks. The stored
+    logprobs stay the model's (before the bias), as the backend reports them."""
+    since = len(sampled(backend[1]))
+    plain = ask(gateway, "bias", "bias-0", max_tokens=1, temperature=0)
+    (first,) = sampled(backend[1], since)
+    favoured = tokenizer_of.convert_tokens_to_ids("Z")
+    assert favoured not in first["ids"]
+    ask(gateway, "bias", "bias-1", max_tokens=3, temperature=0, logit_bias={str(favoured): 100})
+    ask(gateway, "bias", "bias-2", max_tokens=1, temperature=0, logit_bias={str(first["ids"][0]): -100})
+    up, down = sampled(backend[1], since + 1)
+    assert up["ids"] == [favoured] * 3 and up["logit_bias"] == {str(favoured): 100.0}
+    assert down["ids"] != first["ids"] and down["logit_bias"] == {str(first["ids"][0]): -100.0}
+    assert max(up["logprobs"]) < -1  # the model's own: a random model gives no token most of the mass
+    assert plain.choices[0].finish_reason == "length"
+    for sid in ("bias-0", "bias-1", "bias-2"):
+        assert httpx.post(f"{gateway.url}/v1/sessions/{sid}/close").status_code == 200
+    (rec,) = [r for r in read_sessions(gateway.out) if r["session_id"] == "bias-1"]
+    mask = rec["assistant_masks"].bool()
+    assert rec["input_ids"][mask].tolist() == [favoured] * 3
+    assert rec["logprobs"][mask].tolist() == pytest.approx(up["logprobs"], abs=1e-6)
+
+
+def test_a_logit_bias_of_a_token_outside_the_vocabulary_is_the_backends_400(gateway):
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(gateway, "hi", "bias-oov", max_tokens=4, logit_bias={str(2**31 - 1): 5})
+    assert "out-of-vocab" in err.value.body["message"]
+    r = ask(gateway, "hi " + scripted("ok<|im_end|>"), "bias-oov", max_tokens=4)  # nothing was kept of the failed one
+    assert r.choices[0].message.content == "ok"
+    assert httpx.post(f"{gateway.url}/v1/sessions/bias-oov/close").status_code == 200
+    (rec,) = [r for r in read_sessions(gateway.out) if r["session_id"] == "bias-oov"]
+    assert rec["parent"] is None and rec["branch"] == 0
 
 
 def test_fields_it_cannot_honour_are_refused_by_name_and_open_nothing(gateway):

@@ -7,20 +7,23 @@ Run: ``python tiny_backend.py --model DIR --record FILE [--port 0]``; it prints
 * ``POST /v1/completions`` (vLLM): ``prompt`` (a list of token ids, or a string), ``max_tokens``
   (default 16, as vLLM), ``temperature``, ``top_p``, ``seed``, ``stop`` (strings), ``stop_token_ids``,
   ``logprobs`` (k: the sampled token's logprob and the top k), ``return_token_ids``, ``n`` (1),
-  ``model``. Answers ``{"id", "object": "text_completion", "created", "model", "choices": [{"index",
+  ``model``, ``logit_bias`` (token ids as strings; a bias is clamped to [-100, 100] and an id outside
+  the model's vocabulary is a 400, as vLLM). Answers ``{"id", "object": "text_completion", "created", "model", "choices": [{"index",
   "text", "logprobs": {"text_offset", "token_logprobs", "tokens", "top_logprobs"} | null,
   "finish_reason": "stop" | "length", "stop_reason", "token_ids", "prompt_token_ids",
   "prompt_logprobs"}], "usage"}``; the stop token is part of ``token_ids``; errors are
   ``{"error": {"message", "type", "param", "code"}}``. ``GET /v1/models`` lists the model with
   its ``max_model_len``.
 * ``POST /generate`` (SGLang): ``input_ids``, ``sampling_params`` (``max_new_tokens`` default 128,
-  ``temperature``, ``top_p``, ``stop``, ``stop_token_ids``, ``sampling_seed``), ``return_logprob``.
+  ``temperature``, ``top_p``, ``stop``, ``stop_token_ids``, ``sampling_seed``, ``logit_bias``: token ids as
+  strings, an id outside the vocabulary a 400, as SGLang's ``SamplingParams.verify``), ``return_logprob``.
   Answers ``{"text", "output_ids", "meta_info": {"id", "finish_reason": {"type": "stop", "matched": id}
   | {"type": "length", "length": n}, "prompt_tokens", "completion_tokens", "cached_tokens",
   "output_token_logprobs": [[logprob, token_id, null], ...]}}``.
 
-Logprobs are the model's raw ones (log-softmax of the logits before temperature, vLLM's default),
-so a forward of the same model over the ids reproduces them. With a ``seed`` the sampling is
+Logprobs are the model's raw ones (log-softmax of the logits before temperature and logit bias,
+vLLM's default), so a forward of the same model over the ids reproduces them; a logit bias is
+added to the logits the token is sampled (or picked greedily) from. With a ``seed`` the sampling is
 deterministic. Streaming, ``n > 1`` and penalties are refused with a 400 (not implemented here).
 
 Test hook (not part of either protocol): when the prompt's last turn holds
@@ -29,7 +32,7 @@ model's tokenizer, special tokens included) instead of sampling, with the model'
 each (one teacher-forced forward); ``max_tokens`` and stop ids apply as for sampled tokens, and a
 reply without a stop id goes on sampling. Scripted agents use it to get tool calls from a random
 model. Every generation is appended to ``--record`` as a JSON line:
-``{"api", "prompt", "ids", "logprobs", "finish", "seed", "scripted"}``.
+``{"api", "prompt", "ids", "logprobs", "finish", "seed", "scripted", "logit_bias"}``.
 """
 from __future__ import annotations
 
@@ -71,7 +74,8 @@ class Engine:
 
     @torch.no_grad()
     def generate(self, api: str, prompt: list[int], max_tokens: int, temperature: float | None, top_p: float | None,
-                 seed: int | None, stop: list[str], stop_ids: list[int]) -> tuple[list[int], list[float], str, object]:
+                 seed: int | None, stop: list[str], stop_ids: list[int], bias: dict[int, float] | None = None
+                 ) -> tuple[list[int], list[float], str, object]:
         forced = (self.scripted(prompt) or [])[:max_tokens]
         ends = self.eos | set(stop_ids)
         cut = next((k for k, t in enumerate(forced) if t in ends), None)
@@ -97,7 +101,11 @@ class Engine:
                 text = self.tok.decode(forced, skip_special_tokens=True)
                 finish, reason = "stop", next(x for x in stop if x in text)
             while finish == "length" and len(ids) < max_tokens:  # sampled by the model
-                logp = torch.log_softmax(last, -1)
+                logp = torch.log_softmax(last, -1)  # raw: before the bias
+                if bias:
+                    last = last.clone()
+                    for t, b in bias.items():
+                        last[t] += b
                 if temperature == 0:
                     tok = int(torch.argmax(last))
                 else:
@@ -123,7 +131,8 @@ class Engine:
                     past, last = out.past_key_values, out.logits[0, -1].float()
             with open(self.record, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"api": api, "prompt": prompt, "ids": ids, "logprobs": lps, "finish": finish,
-                                    "seed": seed, "scripted": bool(forced)}) + "\n")
+                                    "seed": seed, "scripted": bool(forced),
+                                    "logit_bias": {str(k): v for k, v in (bias or {}).items()} or None}) + "\n")
         return ids, lps, finish, reason
 
 
@@ -159,8 +168,20 @@ def build_app(engine: Engine):
                                f"{max_tokens} in the completion).", "prompt")
         stop = params.get("stop") or []
         stop = [stop] if isinstance(stop, str) else stop
+        bias = params.get("logit_bias")
+        if bias is not None:
+            try:
+                bias = {int(k): (min(100.0, max(-100.0, float(v))) if api == "vllm" else float(v))
+                        for k, v in bias.items()}
+            except (AttributeError, TypeError, ValueError):
+                return _error(400, "logit_bias must map token ids (integers as strings) to numbers", "logit_bias")
+            vocab = engine.model.config.vocab_size
+            bad = [k for k in bias if not 0 <= k < vocab]
+            if bad:
+                return _error(400, f"token_id(s) {bad} in logit_bias contain out-of-vocab token ids "
+                                   f"(vocabulary size {vocab})", "logit_bias")
         return engine.generate(api, prompt, max_tokens, params.get("temperature"), params.get("top_p"),
-                               params.get(seed_key), stop, params.get("stop_token_ids") or [])
+                               params.get(seed_key), stop, params.get("stop_token_ids") or [], bias)
 
     def completions(request):  # sync: starlette runs it in its thread pool
         try:

@@ -29,13 +29,17 @@ from typing import Any
 from .backends import Sampling, make_backend
 from .errors import GatewayError
 from .journal import read_journal
-from .requests import parse_chat_request, reserved_names, verbatim_chars
+from .requests import content_chars, parse_chat_request, reserved_names, verbatim_chars
 from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
 from .sessions import SessionTable
 from .store import SessionStore
 from .token_bytes import TokenBytes, longest_token
 
-__all__ = ["Gateway", "create_app"]
+__all__ = ["Gateway", "create_app", "OFFLOAD_CHARS"]
+
+# new messages holding more characters than this are rendered and encoded in a worker thread
+# (about 10 ms of work at 64 Ki characters; below it the hop to a thread costs more than it frees)
+OFFLOAD_CHARS = 1 << 16
 
 log = logging.getLogger("chatdata.gateway")
 
@@ -118,11 +122,16 @@ class Gateway:
     def __init__(self, backend: str, tokenizer: Any, out, chat_template: str | None = None,
                  chat_template_name: str | None = None, backend_api: str = "auto", model_name: str | None = None,
                  backend_model: str | None = None, idle_timeout: float = 300.0, durable: bool = True,
-                 default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0) -> None:
+                 default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0,
+                 offload_chars: int = OFFLOAD_CHARS) -> None:
         from ..rollout import template_facts
         from ..templates import resolve_chat_template
 
         _check_settings(idle_timeout, timeout, default_max_tokens, template_kwargs)
+        if isinstance(offload_chars, bool) or not isinstance(offload_chars, int) or offload_chars < 0:
+            raise ValueError(f"offload_chars must be an integer >= 0 (characters), got {offload_chars!r}")
+        self.offload_chars = offload_chars
+        self.preparing = 0  # requests whose new messages a worker thread renders now (GET /health says it)
         self.backend = make_backend(backend, backend_api, backend_model, timeout)  # its URL is checked before any load
         self.store = SessionStore(out, durable)
         self.store.preflight(logs=False)  # a file or a foreign folder is refused here, not in the server's startup
@@ -243,19 +252,55 @@ class Gateway:
         eot = () if req.ignore_eos else self.stop_token_ids
         return (*eot, *dict.fromkeys(i for i in req.stop_token_ids if i not in eot))
 
+    async def _render_off_loop(self, plan) -> None:
+        """``table.render(plan)`` in a worker thread, so that rendering and encoding a message of
+        many MB (seconds) holds up no other session, nor ``/health``. While it runs, requests
+        routed to the branch it extends wait (``branch.preparing``); a cancelled request waits
+        for the thread before its caller undoes the plan (the thread works on that branch)."""
+        b = plan.branch if plan.kind == "extend" else None
+        if b is not None:
+            b.preparing = asyncio.Event()
+        self.preparing += 1
+        fut = asyncio.get_running_loop().run_in_executor(None, self.table.render, plan)
+        cancelled = False
+        try:
+            while not fut.done():
+                try:
+                    await asyncio.wait({fut})
+                except asyncio.CancelledError:
+                    cancelled = True
+        finally:
+            self.preparing -= 1
+            if b is not None:
+                b.preparing.set()
+                b.preparing = None
+        if cancelled:
+            raise asyncio.CancelledError
+        fut.result()
+
     async def chat(self, raw: bytes, session_header: str | None) -> tuple[dict, dict, Any]:
         """Serve one chat request: returns (response body pieces, headers, request)."""
         sid = _session_header(session_header)
-        context = await self._context_length()  # asked first: no await may come between route and prepare
+        context = await self._context_length()  # asked first: no await may come between route and begin
         req = parse_chat_request(raw, self.table.memo_for(raw, sid))
         plan = self.table.route(req, sid)
-        self._check_fits(req.raw_messages[plan.k:], context)
-        plan = self.table.prepare(plan, req)
+        while plan.branch is not None and plan.branch.preparing is not None:
+            # a worker thread renders into that branch: wait for it, then route again (as if its
+            # rendering had run here before this request, as a small one does)
+            await plan.branch.preparing.wait()
+            plan = self.table.route(req, sid)
+        new = req.raw_messages[plan.k:]
+        self._check_fits(new, context)
+        self.table.begin(plan, req)
         counted = plan.session
         if counted is not None:
             counted.inflight += 1
         generated = False
         try:
+            if content_chars(new) > self.offload_chars:
+                await self._render_off_loop(plan)
+            else:
+                self.table.render(plan)
             prompt = plan.full
             sampling = Sampling(max_tokens=await self._max_tokens(req.max_tokens, len(prompt)),
                                 temperature=req.temperature, top_p=req.top_p, stop=tuple(req.stop),
@@ -331,7 +376,7 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
                chat_template_name: str | None = None, backend_api: str = "auto", model_name: str | None = None,
                backend_model: str | None = None, idle_timeout: float = 300.0, durable: bool = True,
                default_max_tokens: int = 4096, template_kwargs: dict | None = None, timeout: float = 600.0,
-               max_body_mb: float = 64.0):
+               max_body_mb: float = 64.0, offload_chars: int = OFFLOAD_CHARS):
     """The gateway as an ASGI app (Starlette); run it with uvicorn.
 
     Args:
@@ -350,6 +395,9 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
         template_kwargs: template variables for every request (``enable_thinking=False``, ...).
         timeout: seconds to wait for the backend.
         max_body_mb: the largest request body accepted, in MiB (a larger one is a 413).
+        offload_chars: requests whose new messages hold more characters than this are rendered
+            and encoded in a worker thread, so that other sessions and ``/health`` are served
+            meanwhile (0: every request; the stored data are the same either way).
     """
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
@@ -360,7 +408,7 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
         raise ValueError(f"max_body_mb must be a positive number of MiB, got {max_body_mb!r}")
     limit = max_body_mb * 2**20
     gw = Gateway(backend, tokenizer, out, chat_template, chat_template_name, backend_api, model_name, backend_model,
-                 idle_timeout, durable, default_max_tokens, template_kwargs, timeout)
+                 idle_timeout, durable, default_max_tokens, template_kwargs, timeout, offload_chars)
 
     async def chat(request):
         pieces, headers, req = await gw.chat(await read_body(request, limit), request.headers.get("x-session-id"))
@@ -377,7 +425,7 @@ def create_app(backend: str, tokenizer: Any, out, chat_template: str | None = No
                                                          "created": int(gw.started), "owned_by": "chatdata"}]})
 
     async def health(request):
-        return JSONResponse({"status": "ok", "open_sessions": len(gw.table.sessions)})
+        return JSONResponse({"status": "ok", "open_sessions": len(gw.table.sessions), "preparing": gw.preparing})
 
     async def close(request):
         sid = request.path_params["session_id"]

@@ -30,7 +30,8 @@ from .body_prefix import BodyMemo, finite_float, not_json_constant, parse_body
 from .errors import GatewayError
 from .fields import refuse_unhonoured, template_vars
 
-__all__ = ["ChatRequest", "parse_chat_request", "logit_bias", "normalize_message", "message_key", "reserved_names", "verbatim_chars"]
+__all__ = ["ChatRequest", "parse_chat_request", "logit_bias", "normalize_message", "message_key", "reserved_names",
+           "verbatim_chars", "content_chars"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
@@ -465,6 +466,26 @@ def verbatim_chars(messages: list) -> int:
         if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "tool"):
             continue
         c = m.get("content")
+        if isinstance(c, str):
+            n += len(c)
+        elif isinstance(c, list):
+            n += sum(len(p["text"]) for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return n
+
+
+def content_chars(messages: list) -> int:
+    """The characters of the text content of ``messages`` (raw, as sent; every role), which
+    is what rendering and encoding them costs: the gateway renders a request whose new messages
+    hold many in a worker thread. Malformed content counts 0.
+
+    Example:
+        >>> content_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
+        ...                {"role": "tool", "content": [{"type": "text", "text": "de"}]}, "not a message"])
+        8
+    """
+    n = 0
+    for m in messages:
+        c = m.get("content") if isinstance(m, dict) else None
         if isinstance(c, str):
             n += len(c)
         elif isinstance(c, list):

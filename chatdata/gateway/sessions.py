@@ -120,11 +120,12 @@ def _attach_call_ids(msg: dict, ids: list | None = None) -> None:
 class Branch:
     """One branch of a session: its conversation and the messages as clients saw them."""
 
-    __slots__ = ("number", "conv", "seen", "keys", "busy", "engine_key", "ids_text")
+    __slots__ = ("number", "conv", "seen", "keys", "busy", "engine_key", "ids_text", "preparing")
 
     def __init__(self, number: int, conv: Conversation, seen: list, keys: list, engine_key: str) -> None:
         self.number, self.conv, self.seen, self.keys, self.engine_key = number, conv, seen, keys, engine_key
         self.busy = False
+        self.preparing: Any = None  # an asyncio.Event while a worker thread renders into conv (see Gateway.chat)
         self.ids_text = IdsText()  # the committed ids as JSON text, for the backend (see prompt_ids)
 
     def match(self, raw: list) -> int:
@@ -274,35 +275,52 @@ class SessionTable:
     def prepare(self, plan: Plan, req: ChatRequest) -> Plan:
         """Render the request's new messages into ``plan.prompt`` (ids to send). Raises a 400
         :class:`GatewayError` for a malformed message or one the template refuses; nothing is
-        changed then."""
+        changed then. It is :meth:`begin` (the part that reads or changes the table) then
+        :meth:`render` (the part that may run in a worker thread)."""
+        self.begin(plan, req)
+        try:
+            return self.render(plan)
+        except BaseException:
+            self.abort(plan)
+            raise
+
+    def begin(self, plan: Plan, req: ChatRequest) -> Plan:
+        """The part of :meth:`prepare` that touches the table, run on the event loop: the new
+        messages are normalised, an extended branch is marked busy (and checkpointed, for
+        :meth:`abort`), a fork replays the turns it shares. A 400 here changes nothing."""
         plan.new_raw = req.raw_messages[plan.k:]
         plan.new_norm = [normalize_message(m, plan.k + j) for j, m in enumerate(plan.new_raw)]
         plan.engine = {"tools": req.tools, "template_kwargs": req.template_kwargs}
+        if plan.kind == "extend":
+            plan.conv = plan.branch.conv
+            plan.mark, plan.base = plan.conv.checkpoint(), plan.conv.committed
+            plan.branch.busy = True
+        elif plan.kind == "fork":
+            try:
+                plan.conv = plan.branch.conv.fork(plan.k)
+            except ValueError as err:  # the template refuses the conversation
+                raise GatewayError(400, f"the chat template cannot render these messages: {err}",
+                                   param="messages") from None
+            plan.base = plan.conv.committed
+        return plan
+
+    def render(self, plan: Plan) -> Plan:
+        """Render and encode the new messages of a :meth:`begin` plan, and build the backend's
+        prompt. It changes only the plan's own conversation (a fork's or a new one, or the
+        extended branch's, which :meth:`begin` marked busy), so it may run in a worker thread
+        while the event loop serves other requests (the caller keeps requests that would read
+        that branch waiting). On an error the caller calls :meth:`abort`."""
         try:
-            if plan.kind == "extend":
-                conv = plan.branch.conv
-                plan.mark, plan.base = conv.checkpoint(), conv.committed
-                plan.branch.busy = True
-                try:
-                    _grow(conv, plan.new_norm)
-                    # the branch's committed ids are serialised once, not on every turn
-                    plan.full = plan.branch.ids_text.prompt(conv.prompt_ids(), plan.base)
-                except BaseException:
-                    conv.rollback(plan.mark)
-                    plan.branch.busy = False
-                    raise
-            elif plan.kind == "fork":
-                conv = plan.branch.conv.fork(plan.k)
-                plan.base = conv.committed
-                _grow(conv, plan.new_norm)
+            if plan.kind == "new":
+                plan.conv = self._conversation(plan.new_norm, plan.engine)
             else:
-                conv = self._conversation(plan.new_norm, plan.engine)
+                _grow(plan.conv, plan.new_norm)
         except ValueError as err:  # the template refuses the conversation
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None
-        plan.conv = conv
-        ids = conv.prompt_ids()
-        if plan.kind != "extend":
-            plan.full = PromptIds(ids)
+        ids = plan.conv.prompt_ids()
+        # the branch's committed ids are serialised once, not on every turn
+        plan.full = plan.branch.ids_text.prompt(ids, plan.base) if plan.kind == "extend" else PromptIds(ids)
+        plan.full.json()  # here: off the loop too when this runs in a thread
         plan.prompt = ids[plan.base:]  # a view (the log packs its bytes; nothing appends inside it)
         return plan
 
@@ -312,9 +330,10 @@ class SessionTable:
                             tools=engine.get("tools"), **kwargs)
 
     def abort(self, plan: Plan) -> None:
-        """Undo a prepared request whose generation failed."""
-        if plan.kind == "extend" and plan.conv is not None:
+        """Undo a begun or prepared request that failed (its rendering, or its generation)."""
+        if plan.kind == "extend" and plan.mark is not None:
             plan.conv.rollback(plan.mark)
+            plan.mark = None
             plan.branch.busy = False
 
     def complete(self, plan: Plan, ids: list[int], logprobs: list[float], finish: str,

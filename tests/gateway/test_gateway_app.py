@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import openai
 import pytest
+import torch
 
 from chatdata.gateway import create_app, read_sessions
 from gateway_helpers import sampled
@@ -40,7 +41,10 @@ class Garbage(BaseHTTPRequestHandler):
                                                                 "logprobs": {"token_logprobs": [-0.1]}}]}).encode(),
               "/abort/generate": json.dumps({"output_ids": [], "meta_info": {"finish_reason": {"type": "abort",
                                              "message": "out of memory"}, "output_token_logprobs": []}}).encode(),
-              "/crash/v1/completions": b"internal"}
+              "/crash/v1/completions": b"internal",
+              # a well-formed one-token answer, whatever the prompt (no /v1/models: no context to check against)
+              "/ok/v1/completions": json.dumps({"choices": [{"token_ids": [151645], "finish_reason": "stop",
+                                                             "logprobs": {"token_logprobs": [-0.5]}}]}).encode()}
 
     def do_POST(self):  # noqa: N802 - http.server's name
         sent = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
@@ -172,3 +176,85 @@ def test_idle_sessions_are_stored_and_leave_memory(backend, tok, tmp_path):
     serve(app, talk)
     records = read_sessions(tmp_path / "out")
     assert sorted(len(r["history"].to_chats()) for r in records) == [4] * 6
+
+
+def test_a_big_request_is_rendered_in_a_worker_thread_while_others_are_served(garbage, tok, tmp_path):
+    """A message of 5 MB was rendered and encoded on the event loop: every other session, and
+    /health, waited for it (about 1.7 s with Qwen's tokenizer). /health now answers while it is
+    prepared (and says so), and another session is answered from start to end meanwhile: /health
+    says the big one is being prepared before that request is sent and after it is answered."""
+    app = create_app(garbage + "/ok", tok, tmp_path / "out", durable=False)
+    huge = "lorem ipsum dolor sit amet " * 200_000  # 5.4 MB
+
+    async def preparing(http) -> int:
+        return (await http.get("/health")).json()["preparing"]
+
+    async def talk(c, http):
+        big = asyncio.create_task(http.post("/v1/chat/completions", headers={"X-Session-Id": "big"},
+                                            json={"messages": [{"role": "user", "content": huge}], "max_tokens": 1}))
+        small = 0
+        while True:
+            assert not big.done(), "the big request was answered before a small one was served during its rendering"
+            await asyncio.sleep(0)  # in-process, requests that never wait would never let the big one run
+            before = await preparing(http)
+            if not before:
+                continue
+            small += 1
+            r = await c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": f"small {small}"}],
+                                                max_tokens=1, extra_headers={"X-Session-Id": f"small-{small}"})
+            assert r.choices[0].finish_reason == "stop"
+            if await preparing(http):  # the big one was being prepared all along
+                break
+        assert (await big).status_code == 200
+        assert (await http.get("/health")).json() == {"status": "ok", "open_sessions": small + 1, "preparing": 0}
+    serve(app, talk)
+    recs = {r["session_id"]: r for r in read_sessions(tmp_path / "out")}
+    assert recs["big"]["history"].to_chats()[0]["content"] == huge
+    assert len(recs["big"]["input_ids"]) > 1_000_000 and int(recs["big"]["assistant_masks"].sum()) == 1
+
+
+def _agent(offload: bool):
+    """Two turns, a rewritten history (a fork), a request twice at once on one branch (the second
+    waits for the first's rendering when that runs in a thread, then forks), and a new root."""
+    async def talk(c, http):
+        h = {"X-Session-Id": "a"}
+        msgs = [{"role": "system", "content": "Sois bref."}, {"role": "user", "content": "un " + scripted("deux<|im_end|>")}]
+        r = await c.chat.completions.create(model="tiny", messages=msgs, max_tokens=8, extra_headers=h)
+        msgs += [r.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "user", "content": "trois " + scripted("quatre ✓<|im_end|>")}]
+        r = await c.chat.completions.create(model="tiny", messages=msgs, max_tokens=8, extra_headers=h)
+        msgs += [r.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "user", "content": "encore " + scripted("fin<|im_end|>")}]
+        both = await asyncio.gather(*(c.chat.completions.with_raw_response.create(
+            model="tiny", messages=msgs, max_tokens=8, extra_headers=h) for _ in range(2)))
+        assert sorted(x.headers["x-chatdata-branch"] for x in both) == ["0", "1"]
+        rewritten = msgs[:2] + [{"role": "assistant", "content": "(résumé)"},
+                                {"role": "user", "content": "cinq " + scripted("six<|im_end|>")}]
+        await c.chat.completions.create(model="tiny", messages=rewritten, max_tokens=8, extra_headers=h)
+        await c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "autre " + scripted(
+            "sept<|im_end|>")}], max_tokens=8, extra_headers=h)
+        gw = app_of[offload].state.gateway
+        assert gw.preparing == 0 and all(b.preparing is None for b in gw.table.sessions["a"].branches)
+    return talk
+
+
+app_of: dict = {}
+
+
+def test_rendering_in_a_worker_thread_records_the_same_data(backend, tok, tmp_path):
+    """The same chats through a gateway that renders every request in a worker thread
+    (offload_chars=0) and one that renders them all on the event loop: the same records."""
+    for offload in (False, True):
+        app_of[offload] = create_app(backend[0], tok, tmp_path / str(offload), durable=False,
+                                     offload_chars=0 if offload else 1 << 40)
+        serve(app_of[offload], _agent(offload))
+    inline, threaded = (sorted(read_sessions(tmp_path / str(o)), key=lambda r: r["branch"]) for o in (False, True))
+    assert [r["branch"] for r in inline] == [0, 1, 2, 3]
+    for a, b in zip(inline, threaded):
+        assert (a["branch"], a["parent"]) == (b["branch"], b["parent"])
+        for key in ("input_ids", "assistant_masks", "logprobs"):
+            assert torch.equal(a[key], b[key]), key
+        assert a["history"].to_chats() == b["history"].to_chats()
+    # the second of the two requests on one branch forked it where both began: the same ids
+    assert inline[1]["parent"][0] == 0 and torch.equal(inline[1]["input_ids"], inline[0]["input_ids"])
+    assert [r["parent"] is None for r in inline] == [True, False, False, True]

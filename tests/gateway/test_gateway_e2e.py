@@ -233,7 +233,7 @@ def test_info_verify_and_training_read_the_output(scenario, gateway, capsys):
 
 def test_closed_sessions_leave_the_gateway(scenario, gateway, tiny_model):
     health = httpx.get(gateway.url + "/health", timeout=10).json()
-    assert health == {"status": "ok", "open_sessions": 0}
+    assert health == {"status": "ok", "open_sessions": 0, "preparing": 0}
     assert [m.id for m in client(gateway).models.list().data] == [tiny_model.name]  # the tokenizer folder's name
 
 

@@ -93,6 +93,8 @@ def test_a_tokenizer_folder_without_a_vocabulary_is_refused(capsys, tmp_path):
     ({"timeout": "600"}, "timeout must be a positive number"),
     ({"default_max_tokens": 0}, "default_max_tokens must be an integer >= 1"),
     ({"default_max_tokens": 8.5}, "default_max_tokens must be an integer >= 1"),
+    ({"offload_chars": -1}, "offload_chars must be an integer >= 0"),
+    ({"offload_chars": True}, "offload_chars must be an integer >= 0"),
     # every request was a 500 (a TypeError of the Conversation), or was rendered without its generation prompt
     ({"template_kwargs": {"tools": []}}, "template_kwargs may not set tools"),
     ({"template_kwargs": {"add_generation_prompt": False}}, "template_kwargs may not set add_generation_prompt"),

@@ -143,12 +143,30 @@ class Branch:
                 seen[i] = m
                 continue
             try:
-                if message_key(normalize_message(m, i)) == keys[i]:
+                if message_key(normal := normalize_message(m, i)) == keys[i] and _same_reasoning(normal, held):
                     continue
             except GatewayError:
                 pass  # a malformed message is a new one: it is reported when normalised
             return i
         return n
+
+
+def _same_reasoning(sent: dict, held: dict) -> bool:
+    """Whether the reasoning of a message sent back (normalised) is the held one's: dropped (no
+    or empty reasoning) or unchanged. Reasoning sent back changed is an edit of the turn, as
+    changed text is (a template such as Qwen3's renders it in a tool loop).
+
+    Example:
+        >>> held = {"role": "assistant", "content": "ok", "reasoning_content": "plan A"}
+        >>> [_same_reasoning(m, held) for m in ({"content": "ok"}, {"reasoning_content": "plan A"},
+        ...                                     {"reasoning_content": "plan B"})]
+        [True, True, False]
+    """
+    mine = sent.get("reasoning_content")
+    if not mine:
+        return True
+    theirs = held.get("reasoning_content", held.get("reasoning")) if isinstance(held, dict) else None
+    return mine == theirs
 
 
 class Session:

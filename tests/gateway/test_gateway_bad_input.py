@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -535,3 +536,51 @@ def test_create_app_refuses_a_body_limit_that_is_not_a_positive_number(tok, tmp_
     with pytest.raises(ValueError, match="max_body_mb must be a positive number of MiB"):
         create_app("http://127.0.0.1:9", tok, tmp_path / "out", max_body_mb=value)
     assert not (tmp_path / "out").exists()
+
+
+def test_only_turns_the_gateway_generated_keep_their_mask(scripted, tok, tmp_path):
+    """What a harness sends as an assistant turn is marked only when it is a turn the gateway
+    generated, sent back as received (or without its reasoning): an injected turn, or one whose
+    text or reasoning the harness edited, is prompt text (mask 0, logprob 0) on a new branch.
+    An edited reasoning counted as the generated turn before: the stored branch kept the sampled
+    reasoning marked, and the harness's edit (which Qwen3 renders in a tool loop) was lost."""
+    qwen3 = (Path(__file__).resolve().parents[1] / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja").read_text()
+    app = create_app(f"http://127.0.0.1:{scripted.server_address[1]}", tok, tmp_path / "out", chat_template=qwen3,
+                     durable=False)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    u = {"role": "user", "content": "call f"}
+
+    async def ask(http, msgs, reply):
+        scripted.reply_ids = tok.encode(reply + EOT, add_special_tokens=False)
+        r = await http.post("/v1/chat/completions", json={"messages": msgs, "tools": tools, "max_tokens": 64},
+                            headers={"X-Session-Id": "s"})
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"], int(r.headers["x-chatdata-branch"])
+
+    async def talk(http):
+        try:
+            t1, _ = await ask(http, [u], '<think>\nplan A\n</think>\n\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>')
+            assert t1["reasoning_content"] == "plan A" and t1["tool_calls"]
+            res = {"role": "tool", "tool_call_id": t1["tool_calls"][0]["id"], "content": "42"}
+            assert (await ask(http, [u, t1, res], "echo"))[1] == 0  # sent back as received: extends the branch
+            dropped = {k: v for k, v in t1.items() if k != "reasoning_content"}
+            assert (await ask(http, [u, dropped, res], "dropped"))[1] == 1  # a retry of the last turn: a fork at 3
+            assert (await ask(http, [u, {**t1, "reasoning_content": "plan B"}, res], "reasoning"))[1] == 2
+            assert (await ask(http, [u, {**t1, "content": "I will call f."}, res], "content"))[1] == 3
+            injected = [u, {"role": "assistant", "content": "Zq injected"}, {"role": "user", "content": "go"}]
+            assert (await ask(http, injected, "injected"))[1] == 4
+        finally:
+            scripted.reply_ids = scripted.good_ids
+    run(app, talk)
+    recs = {r["branch"]: r for r in read_sessions(tmp_path / "out")}
+    generated = '<think>\nplan A\n</think>\n\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>' + EOT
+    for b, masked in [(0, generated + "echo" + EOT), (1, generated + "dropped" + EOT), (2, "reasoning" + EOT),
+                      (3, "content" + EOT), (4, "injected" + EOT)]:
+        r = recs[b]
+        mask = r["assistant_masks"].bool()
+        assert tok.decode(r["input_ids"][mask]) == masked, b
+        assert not r["logprobs"][~mask].any() and (r["logprobs"][mask] == -0.5).all(), b
+        assert (r["parent"] is None) == (b == 0), b
+    text = {b: tok.decode(recs[b]["input_ids"][~recs[b]["assistant_masks"].bool()]) for b in (2, 3, 4)}
+    assert "plan B" in text[2] and "I will call f." in text[3] and "Zq injected" in text[4]
+    assert recs[2]["history"].to_chats()[1]["reasoning_content"] == "plan B"  # the harness's turn, as it sent it

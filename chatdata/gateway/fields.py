@@ -14,6 +14,9 @@ agent asks ``tool_choice: "required"``; others ``parallel_tool_calls: false``):
 then may answer in text or with several calls, and the harness sees exactly what was sampled
 (what is trained). vLLM would constrain the first and cut the answer to one call.
 
+``logit_bias`` is not refused: both engines take OpenAI's shape (token ids as strings, biases in
+[-100, 100]), so it is checked (:func:`~chatdata.gateway.requests.logit_bias`) and passed on.
+
 Fields of OpenAI's platform that change nothing in the answer (``user``, ``metadata``,
 ``store``, ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``prediction``,
 ``verbosity``, ...) and unknown fields are ignored, as vLLM ignores them.

@@ -454,29 +454,21 @@ def normalize_message(m: dict, i: int) -> dict:
 def verbatim_chars(messages: list) -> int:
     """The characters of the ``content`` of the system, developer, user and tool messages among
     ``messages`` (raw, as sent): text every template writes whole (an assistant's may be cut, as
-    Qwen3 drops past reasoning). Malformed content counts 0 (it is refused when normalised).
+    Qwen3 drops past reasoning). Malformed content counts 0.
 
     Example:
         >>> verbatim_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
         ...                 {"role": "tool", "content": [{"type": "text", "text": "de"}]}])
         5
     """
-    n = 0
-    for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "tool"):
-            continue
-        c = m.get("content")
-        if isinstance(c, str):
-            n += len(c)
-        elif isinstance(c, list):
-            n += sum(len(p["text"]) for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return n
+    return content_chars(messages, ("system", "developer", "user", "tool"))
 
 
-def content_chars(messages: list) -> int:
-    """The characters of the text content of ``messages`` (raw, as sent; every role), which
-    is what rendering and encoding them costs: the gateway renders a request whose new messages
-    hold many in a worker thread. Malformed content counts 0.
+def content_chars(messages: list, roles: tuple | None = None) -> int:
+    """The characters of the text content of ``messages`` (raw, as sent) of the given ``roles``
+    (default: every role), which is what rendering and encoding them costs: the gateway renders a
+    request whose new messages hold many in a worker thread. Malformed content counts 0 (it is
+    refused when normalised).
 
     Example:
         >>> content_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
@@ -485,7 +477,9 @@ def content_chars(messages: list) -> int:
     """
     n = 0
     for m in messages:
-        c = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(m, dict) or (roles is not None and m.get("role") not in roles):
+            continue
+        c = m.get("content")
         if isinstance(c, str):
             n += len(c)
         elif isinstance(c, list):

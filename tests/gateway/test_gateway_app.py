@@ -258,3 +258,34 @@ def test_rendering_in_a_worker_thread_records_the_same_data(backend, tok, tmp_pa
     # the second of the two requests on one branch forked it where both began: the same ids
     assert inline[1]["parent"][0] == 0 and torch.equal(inline[1]["input_ids"], inline[0]["input_ids"])
     assert [r["parent"] is None for r in inline] == [True, False, False, True]
+
+
+def test_a_request_cancelled_while_its_big_message_is_rendered_leaves_its_branch_whole(garbage, tok, tmp_path):
+    """A cancelled request (a client gone, a shutdown) undoes what it added to its branch; while a
+    worker thread still renders into that branch, the undo waits for the thread (undone under it,
+    the branch would keep half a rendering). The session goes on as if the request never came."""
+    app = create_app(garbage + "/ok", tok, tmp_path / "out", durable=False)
+    gw = app.state.gateway
+    h = {"X-Session-Id": "s"}
+    first = [{"role": "user", "content": "hi"}]
+
+    async def talk(c, http):
+        r = await c.chat.completions.create(model="tiny", messages=first, max_tokens=1, extra_headers=h)
+        msgs = first + [r.choices[0].message.model_dump(exclude_none=True)]
+        big = json.dumps({"messages": msgs + [{"role": "user", "content": "lorem ipsum " * 400_000}],
+                          "max_tokens": 1}).encode()
+        task = asyncio.create_task(gw.chat(big, "s"))
+        while not gw.preparing:
+            assert not task.done()
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert gw.preparing == 0 and gw.table.sessions["s"].branches[0].busy is False
+        r = await c.chat.completions.with_raw_response.create(
+            model="tiny", messages=msgs + [{"role": "user", "content": "again"}], max_tokens=1, extra_headers=h)
+        assert r.headers["x-chatdata-branch"] == "0"  # extends the branch, as if the big one never came
+    serve(app, talk)
+    (rec,) = read_sessions(tmp_path / "out")
+    assert [m["content"] for m in rec["history"].to_chats() if m["role"] == "user"] == ["hi", "again"]
+    assert int(rec["assistant_masks"].sum()) == 2

@@ -285,13 +285,13 @@ def resolve_template(name, tokenizer):
     one, a file that is not UTF-8 and a template that is not valid Jinja are one-line errors here,
     before any conversation is rendered."""
     from ..templates import get_chat_template, list_chat_templates, resolve_chat_template
-    from ..templates.registry import template_name_for_model
+    from ..templates.registry import template_name_for_model, unknown_name_hint
 
     if name is not None:
         if name.endswith(".jinja") or os.sep in name:
             return checked_template(read_template_file(name, "--template"), f"--template {name}")
         if name not in list_chat_templates():
-            raise CLIError(f"--template {name}: unknown template; known: {', '.join(list_chat_templates())} "
+            raise CLIError(f"--template {name}: unknown template; {unknown_name_hint(name)} "
                            "(or give a path to a .jinja file)")
         return get_chat_template(name)
     where = f"--tokenizer {getattr(tokenizer, 'name_or_path', '') or 'the tokenizer'}"

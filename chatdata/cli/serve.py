@@ -122,6 +122,13 @@ def run(args) -> int:
     if args.chat_template:  # a missing file, a folder, not UTF-8, not Jinja: one line naming the flag
         template = checked_template(read_template_file(args.chat_template, "--chat-template"),
                                     f"--chat-template {args.chat_template}")
+    if args.chat_template_name is not None:  # a misspelt name is said before the tokenizer loads, with the close names
+        from ..templates import list_chat_templates
+        from ..templates.registry import unknown_name_hint
+
+        if args.chat_template_name not in list_chat_templates():
+            raise CLIError(f"--chat-template-name {args.chat_template_name}: unknown template; "
+                           f"{unknown_name_hint(args.chat_template_name)}")
     sock = _bind(args.host, args.port)  # before the slow loads: a port in use is said at once
     try:
         tok = load_tokenizer(args.tokenizer)  # a folder without a vocabulary is refused (it encodes text to nothing)

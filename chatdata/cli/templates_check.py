@@ -72,6 +72,7 @@ PROBE_WORDS = ("probe words: Wqans (content), Wqrsn (reasoning) and Wqarg (tool-
 
 def _template_and_tokenizer(target, tokenizer_path):
     from ..templates import get_chat_template, list_chat_templates, resolve_chat_template
+    from ..templates.registry import unknown_name_hint
 
     tok = load_tokenizer(tokenizer_path) if tokenizer_path else None
     if not target.strip():
@@ -96,8 +97,7 @@ def _template_and_tokenizer(target, tokenizer_path):
             raise CLIError(f"{target}: no such file or tokenizer folder")
         return read_template_file(target, "template"), tok
     if target not in list_chat_templates():
-        raise CLIError(f"{target}: not a template name, .jinja file or tokenizer folder; known templates: "
-                       f"{', '.join(list_chat_templates())}")
+        raise CLIError(f"{target}: not a template name, .jinja file or tokenizer folder; {unknown_name_hint(target)}")
     return get_chat_template(target), tok
 
 

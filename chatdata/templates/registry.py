@@ -58,9 +58,48 @@ def get_chat_template(name: str) -> str:
     try:
         return _TEMPLATES[name]
     except KeyError:
-        raise ValueError(
-            f"Unknown chat template name {name!r}; known templates: {', '.join(sorted(_TEMPLATES))}"
-        ) from None
+        raise ValueError(f"Unknown chat template name {name!r}; {unknown_name_hint(name)}") from None
+
+
+def close_template_names(name: str) -> list[str]:
+    """The registered names spelt like ``name`` (another case, a missing suffix or separator, a
+    typo), best first: what an error about an unknown name suggests.
+
+    Example:
+        >>> close_template_names("Qwen"), close_template_names("chatml"), close_template_names("llama-3")
+        (['qwen'], ['chatml_format'], ['llama3'])
+        >>> close_template_names("gpt")
+        []
+    """
+    import difflib
+
+    def squash(s: str) -> str:
+        return "".join(c for c in s.lower() if c.isalnum())
+
+    names = list_chat_templates()
+    key = squash(name)
+    if not key:
+        return []
+    exact = [n for n in names if squash(n) == key]
+    if exact:
+        return exact
+    by_squashed = {squash(n): n for n in names}
+    close = [by_squashed[k] for k in difflib.get_close_matches(key, list(by_squashed), n=3, cutoff=0.75)]
+    prefixed = [n for n in names if len(key) >= 3 and squash(n).startswith(key) and n not in close]
+    return close + prefixed
+
+
+def unknown_name_hint(name: str) -> str:
+    """The end of an error about the unknown template name ``name``: the close names, if any,
+    then every registered one.
+
+    Example:
+        >>> unknown_name_hint("qwn")
+        "did you mean 'qwen'? known templates: chatml_format, deepseek, dialogpt, falcon, llama, llama3, mistral, qwen"
+    """
+    close = close_template_names(name)
+    guess = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+    return f"{guess}known templates: {', '.join(list_chat_templates())}"
 
 
 def add_chat_template(

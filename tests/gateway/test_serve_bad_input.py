@@ -160,3 +160,10 @@ def test_create_app_refuses_an_out_that_is_a_file_or_a_foreign_folder(tmp_path):
     with pytest.raises(ValueError, match="non-empty folder that chatdata serve did not write"):
         create_app("http://127.0.0.1:9", "no-such-tokenizer", tmp_path / "mine")
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_a_misspelt_chat_template_name_is_refused_before_the_tokenizer_loads(capsys, tmp_path):
+    """Before: the name was looked up after the tokenizer loaded (seconds), in the engine's words
+    ("Unknown chat template name"), without the flag."""
+    err = serve(capsys, tmp_path, "--chat-template-name", "lama3", tokenizer=tmp_path / "no-such-tokenizer")
+    assert "--chat-template-name lama3: unknown template; did you mean 'llama3' or 'llama'?" in err, err

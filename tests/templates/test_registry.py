@@ -24,6 +24,22 @@ def test_qwen_bundled_matches_tokenizer(qwen_tok):
         qwen_tok.apply_chat_template(chat, tokenize=False)]
 
 
+@pytest.mark.parametrize("typo, meant", [("qwn", "qwen"), ("Qwen", "qwen"), ("QWEN", "qwen"), ("chatml", "chatml_format"),
+                                         ("llama-3", "llama3"), ("Llama_3", "llama3"), ("mistrl", "mistral")])
+def test_a_misspelt_name_suggests_the_close_ones(typo, meant):
+    with pytest.raises(ValueError, match=f"did you mean '{meant}'") as err:
+        get_chat_template(typo)
+    assert "known templates: chatml_format" in str(err.value)  # and every name, for the unrelated guess
+    with pytest.raises(ValueError, match=f"did you mean '{meant}'"):
+        resolve_chat_template(chat_template_name=typo)
+
+
+def test_an_unrelated_name_suggests_nothing():
+    with pytest.raises(ValueError) as err:
+        get_chat_template("gpt4")
+    assert "did you mean" not in str(err.value) and "known templates: chatml_format" in str(err.value)
+
+
 def test_bad_names():
     with pytest.raises(ValueError, match="chatml_format"):
         get_chat_template("nope")

@@ -238,7 +238,7 @@ def load_tokenizer(path):
         path = sample_tokenizer_path()
     p = Path(path)
     if not p.exists():
-        raise CLIError(f"--tokenizer {path}: no such folder")
+        raise CLIError(f"--tokenizer {path}: no such folder{_hub_id_hint(str(path))}")
     if not (p / "tokenizer.json").is_file() and not (p / "tokenizer_config.json").is_file():
         raise CLIError(f"--tokenizer {path}: not a tokenizer folder (no tokenizer.json or tokenizer_config.json)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
@@ -258,6 +258,26 @@ def load_tokenizer(path):
         raise CLIError(f"--tokenizer {path}: a fast (Rust) tokenizer is needed (tokenizer.json)")
     _check_vocabulary(tok, p)
     return tok
+
+
+def _hub_id_hint(path: str) -> str:
+    """For a missing ``--tokenizer`` spelt like a Hub model id (``Org/Name``): how to make the
+    local folder the commands need (they never download).
+
+    Example:
+        >>> _hub_id_hint("Qwen/Qwen2.5-7B-Instruct")[:60]
+        '; the commands read a local folder and never download: save '
+        >>> _hub_id_hint("path/to/tok/"), _hub_id_hint("./tok")
+        ('', '')
+    """
+    parts = path.split("/")
+    if len(parts) != 2 or not all(parts) or path.startswith((".", "~")) or os.sep != "/" and os.sep in path:
+        return ""
+    if Path(parts[0]).exists():  # a folder here: a path with a typo, not a model id
+        return ""
+    return ("; the commands read a local folder and never download: save the Hub tokenizer once with "
+            f"python -c \"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('{path}')"
+            f".save_pretrained('{parts[1]}')\" and pass --tokenizer {parts[1]}")
 
 
 _PROBE_TEXT = "Hello, world! 123"

@@ -95,7 +95,7 @@ def unknown_name_hint(name: str) -> str:
 
     Example:
         >>> unknown_name_hint("qwn")
-        "did you mean 'qwen'? known templates: chatml_format, deepseek, dialogpt, falcon, llama, llama3, mistral, qwen"
+        "did you mean 'qwen'? known templates: chatml_format, deepseek, dialogpt, ..., qwen"
     """
     close = close_template_names(name)
     guess = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""

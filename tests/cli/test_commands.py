@@ -194,3 +194,17 @@ def test_main_called_from_python_leaves_the_process_as_it_was(tmp_path, sample_d
         assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
     finally:
         logging.getLogger("transformers").setLevel(before)
+
+
+def test_a_hub_model_id_as_tokenizer_says_how_to_make_the_local_folder(tmp_path, sample_ds):
+    """The commands never download: a newcomer passing ``Org/Name`` learns how to save it once."""
+    res = run_cli("tokenize", sample_ds, tmp_path / "t", "--tokenizer", "Qwen/Qwen2.5-7B-Instruct", cwd=tmp_path)
+    assert res.returncode == 1 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert ("--tokenizer Qwen/Qwen2.5-7B-Instruct: no such folder; the commands read a local folder and never "
+            "download: save the Hub tokenizer once with python -c \"from transformers import AutoTokenizer; "
+            "AutoTokenizer.from_pretrained('Qwen/Qwen2.5-7B-Instruct').save_pretrained('Qwen2.5-7B-Instruct')\" "
+            "and pass --tokenizer Qwen2.5-7B-Instruct") in res.stderr, res.stderr
+    (tmp_path / "models").mkdir()  # a folder of that name here: a mistyped path, not a model id
+    res = run_cli("show", sample_ds, "0", "--tokenizer", "models/tok", cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr.strip().endswith("--tokenizer models/tok: no such folder"), res.stderr
+    assert not (tmp_path / "t").exists()

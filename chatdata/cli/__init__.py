@@ -1,4 +1,4 @@
-"""The ``chatdata`` command: import, export, info, templates check, tokenize, pack, show, verify and an offline demo.
+"""The ``chatdata`` command: import, export, info, templates, tokenize, pack, show, verify, serve and an offline demo.
 
 Every subcommand has ``--help`` with an example. Errors are one line on stderr and a non-zero
 exit status (1 for a failed command, 2 for bad usage, 130 when interrupted); set
@@ -27,7 +27,8 @@ __all__ = ["main", "CLIError"]
 # ``add_parser(subparsers)`` and is not listed here is added after them (in name order), so a new
 # subcommand is one new module
 _SUBCOMMANDS = ("import_", "export", "info", "tokenize", "show", "demo")
-DESCRIPTION = "chatdata: chat-history datasets for PyTorch (import, inspect, tokenize, pack, verify, export)."
+DESCRIPTION = ("chatdata: chat-history datasets for PyTorch (import, inspect, check templates, tokenize, pack, verify, "
+               "export; serve: a gateway recording agent sessions).")
 EPILOG = """start with:
   chatdata demo                          # offline tour on packaged sample data
   chatdata import chats.jsonl ds/        # OpenAI / ShareGPT JSON Lines, Parquet, Arrow -> dataset

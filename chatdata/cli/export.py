@@ -15,7 +15,7 @@ from pathlib import Path
 from .common import CLIError, check_output, dataset_chunks, load_history, plural, positive_int, say
 from .progress import Progress
 
-HELP = "export a History dataset to JSON Lines ({\"messages\": [...]} per line)"
+HELP = "export a History dataset to JSON Lines ({\"messages\": [...]} per line) or Parquet"
 EXAMPLE = """examples:
   chatdata export ds/ chats.jsonl
   chatdata export ds/ chats.jsonl.gz --chunk-size 4096
@@ -30,7 +30,7 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("ds", help="a dataset folder (made by chatdata import)")
     p.add_argument("out", help="the .jsonl file to write (.jsonl.gz compresses), or a .parquet file; '-' for stdout")
-    p.add_argument("--chunk-size", type=positive_int, default=8192, metavar="N", help="conversations per chunk")
+    p.add_argument("--chunk-size", type=positive_int, default=8192, metavar="N", help="conversations per chunk (default 8192)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it already exists")
     p.add_argument("--allow-empty", action="store_true", help="write an empty file for an empty dataset "
                    "(default: an error)")

@@ -1,4 +1,4 @@
-"""``chatdata import SRC OUT``: JSON Lines / JSON conversations -> a memmapped History dataset.
+"""``chatdata import SRC OUT``: JSON Lines / JSON / Parquet / Arrow conversations -> a memmapped History dataset.
 
 The file is read line by line and written in chunks of ``--chunk-size`` conversations: each
 chunk becomes a ``History`` (``History.from_chats``) whose columns are appended to the output
@@ -25,7 +25,7 @@ from .common import CLIError, check_output, plural, positive_int, say
 from .import_formats import FORMATS, document_records, is_document, to_messages, weight_error
 from .progress import Progress, human_bytes
 
-HELP = "import JSON Lines / JSON conversations into a memmapped History dataset"
+HELP = "import JSON Lines / JSON / Parquet / Arrow conversations into a memmapped History dataset"
 EXAMPLE = """examples:
   chatdata import chats.jsonl ds/
   chatdata import sharegpt.json ds/ --strict

@@ -53,7 +53,9 @@ def add_parser(sub):
     c.set_defaults(func=run)
     ls = actions.add_parser("list", help="print the bundled template names (for --template NAME)",
                             description="Print the bundled template names, one a line: what --template NAME "
-                            "(tokenize, show), templates check NAME and serve --chat-template-name take.")
+                            "(tokenize, show), templates check NAME and serve --chat-template-name take.",
+                            epilog="examples:\n  chatdata templates list\n  chatdata tokenize ds/ tokens/ --template llama3   # "
+                            "one of the names", formatter_class=argparse.RawDescriptionHelpFormatter)
     ls.set_defaults(func=run_list)
     return p
 

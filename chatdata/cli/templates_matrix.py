@@ -25,11 +25,11 @@ def add_arguments(parser) -> None:
                         help=f"check every template of --templates-dir with every tokenizer and write the matrix "
                              f"page (--out); default folders: {DEFAULT_TEMPLATES}, {DEFAULT_TOKENIZERS}/*")
     parser.add_argument("--templates-dir", metavar="DIR", default=DEFAULT_TEMPLATES,
-                        help="folder of .jinja templates for --all")
+                        help=f"folder of .jinja templates for --all (default {DEFAULT_TEMPLATES}, in a checkout)")
     parser.add_argument("--tokenizer-dir", metavar="DIR", action="append",
                         help="tokenizer folder for --all (repeat; gzipped files are fine); "
                              f"default: every folder of {DEFAULT_TOKENIZERS}")
-    parser.add_argument("--out", metavar="FILE.md", default=DEFAULT_OUT, help="matrix page written by --all")
+    parser.add_argument("--out", metavar="FILE.md", default=DEFAULT_OUT, help=f"matrix page written by --all, replaced in place (default {DEFAULT_OUT})")
 
 
 def run_all(args) -> int:

@@ -9,7 +9,7 @@ import torch
 from chatdata import History, load_memmap
 from chatdata.data import load_sample_chats, sample_tokenizer_path
 
-from cli_helpers import run_cli, write_jsonl
+from cli_helpers import ROOT, run_cli, write_jsonl
 
 SUBCOMMANDS = ("import", "export", "info", "tokenize", "show", "demo")
 
@@ -38,6 +38,25 @@ def test_help_everywhere():
         res = run_cli(cmd, "--help")
         assert res.returncode == 0, cmd
         assert "examples:" in res.stdout and f"chatdata {cmd}" in res.stdout, cmd
+
+
+def test_every_command_the_readme_lists_has_help_with_examples():
+    """README's "The command" block and ``chatdata --help`` name the same subcommands, and each
+    one's ``--help`` (``templates check`` / ``list`` too) has examples, as the README promises."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## The command", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    listed = {tuple(line.split()[1:3]) if line.split()[1] == "templates" else (line.split()[1],)
+              for line in block.splitlines() if line.startswith("chatdata ")}
+    from chatdata.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert {c[0] for c in listed} == set(sub.choices), "README's command block and `chatdata --help` differ"
+    for cmd in sorted(listed):
+        res = run_cli(*cmd, "--help")
+        assert res.returncode == 0 and "examples:" in res.stdout and f"chatdata {' '.join(cmd)}" in res.stdout, cmd
+    # the one-line summaries name every format the commands read and write (they said JSON only)
+    summaries = {a.dest: a.help for a in sub._choices_actions}
+    assert "Parquet" in summaries["import"] and "Arrow" in summaries["import"] and "Parquet" in summaries["export"]
     res = run_cli(process=True)
     assert res.returncode == 2 and "COMMAND" in res.stdout
 

@@ -73,7 +73,7 @@ def run(args) -> int:
         if not args.quiet:
             sums = (f"{plural(report.checksummed, 'checksum')} match" if not args.no_checksums
                     else "checksums skipped")
-            say(f"ok: {args.path}: {plural(report.files, 'file')}, {human_bytes(report.bytes)}, {sums} "
+            say(f"ok: {args.path}: {plural(report.files, 'data file')}, {human_bytes(report.bytes)}, {sums} "
                 f"({report.seconds:.2f} s, {human_bytes(rate)}/s)")
     else:
         files = report.bad_files()

@@ -40,7 +40,7 @@ def test_verify_exit_status_and_named_files(tmp_path, capsys):
     ds = _import(tmp_path, capsys, "--durable")
     res = run_cli("verify", ds, process=True)  # once as a user runs it
     assert res.returncode == 0, res.stdout + res.stderr
-    assert res.stdout.startswith(f"ok: {ds}: 6 files") and "6 checksums match" in res.stdout
+    assert res.stdout.startswith(f"ok: {ds}: 6 data files") and "6 checksums match" in res.stdout
 
     content = ds / "_storage" / "_values" / "content.bytes.memmap"
     data = content.read_bytes()

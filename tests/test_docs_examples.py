@@ -194,6 +194,15 @@ def check_gateway(n: dict) -> None:
 
     shared = records[1]["parent"][1]
     assert collate_prefix_tree(records)["input_ids"].numel() == sum(len(r["input_ids"]) for r in records) - shared
+    # the prose's commands on the same folder: info, show (stored ids, sampled ones marked), verify
+    sys.path.append(str(ROOT / "tests" / "cli"))
+    from cli_helpers import run_cli
+
+    info = run_cli("info", "sessions/")
+    assert info.returncode == 0 and "1 session, 2 branches (1 fork)" in info.stdout, info.stdout + info.stderr
+    show = run_cli("show", "sessions/tokens", "0")
+    assert show.returncode == 0 and "4 tokens, 2 trained" in show.stdout, show.stdout + show.stderr
+    assert run_cli("verify", "sessions/").returncode == 0
 
 
 def check_hygiene(n: dict) -> None:

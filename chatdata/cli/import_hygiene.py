@@ -87,6 +87,8 @@ def build_screen(args):
                 benchmarks[Path(f).name] = load_prompts(f, args.decontaminate_column)
         except ValueError as err:
             raise CLIError(f"--decontaminate: {err}") from None
+        except ImportError as err:  # a Parquet benchmark without pyarrow: the extra to install, not an internal error
+            raise CLIError(f"--decontaminate {f}: {err}") from None
         index = ContaminationIndex(benchmarks, args.ngram)
     try:
         return Screen(check_tools=args.check_tools, tools=tools, skip_bad=args.skip_bad, dedup=mode,

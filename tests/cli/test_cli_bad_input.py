@@ -357,3 +357,37 @@ def test_tools_that_is_a_folder(work, cmd):
 def test_dedup_specs(work, spec, message):
     one_error_line(run_cli("import", work / "chats.jsonl", work / "o", "--dedup", spec), message)
     assert not (work / "o").exists()
+
+
+@pytest.mark.parametrize("block, argv_tail, words", [
+    (("pyarrow",), ["--decontaminate", "{tmp}/bench.parquet"],
+     "--decontaminate {tmp}/bench.parquet: reading benchmark prompts from Parquet needs the 'pyarrow' package: "
+     "pip install 'chatdata[arrow]'"),
+    (("rensa",), ["--dedup", "near"], "pip install 'chatdata[hygiene]'"),
+    (("jsonschema", "jsonschema_rs"), ["--check-tools", "--tools", "{tmp}/tools.json"], "pip install 'chatdata[hygiene]'"),
+])
+def test_a_missing_hygiene_extra_is_one_line_naming_it(tmp_path, monkeypatch, block, argv_tail, words):
+    """Before: a Parquet benchmark file without pyarrow was an 'internal error: ImportError'."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from chatdata.data import sample_tools
+
+    pq.write_table(pa.table({"prompt": ["one two three four five six seven eight nine ten eleven twelve thirteen"]}),
+                   tmp_path / "bench.parquet")
+    (tmp_path / "tools.json").write_text(json.dumps(sample_tools()), encoding="utf-8")
+    chats = [[{"role": "user", "content": "weather?"},
+              {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+                  "name": "get_weather", "arguments": {"city": "Paris"}}}]},
+              {"role": "tool", "content": "sunny"}, {"role": "assistant", "content": "Sunny."}]] * 2
+    src = write_jsonl(tmp_path / "chats.jsonl", [{"messages": c} for c in chats])
+    for name in block:  # what a package that is not installed looks like to import
+        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            monkeypatch.delitem(sys.modules, loaded)
+        monkeypatch.setitem(sys.modules, name, None)
+    res = run_cli("import", src, tmp_path / "ds", *[a.format(tmp=tmp_path) for a in argv_tail])
+    assert res.returncode == 1 and "internal error" not in res.stderr, res.stderr
+    assert res.stderr.startswith("chatdata import: error: ") and words.format(tmp=tmp_path) in res.stderr, res.stderr
+    assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "ds").exists()

@@ -159,3 +159,21 @@ def test_memory_mapped_tensor_basics(tmp_path):
     assert shm.is_shared() and shm.tolist() == [0, 0, 0]
     with pytest.raises(ValueError, match="truncated"):
         MemoryMappedTensor.from_filename(path, torch.float32, (100,))
+
+
+def test_load_state_dict_into_leaves_that_require_grad():
+    """Parameters load in place and stay parameters, as with tensordict and nn.Module (before: the
+    in-place copy raised 'a leaf Variable that requires grad is being used in an in-place operation')."""
+    @tensorclass
+    class Params:
+        w: torch.Tensor
+
+    for make in (lambda: TensorDict({"w": torch.zeros(3, requires_grad=True)}, []),
+                 lambda: Params(w=torch.zeros(3, requires_grad=True), batch_size=[])):
+        obj = make()
+        w = obj["w"] if isinstance(obj, TensorDict) else obj.w
+        obj.load_state_dict({"w": torch.arange(3.0)})
+        after = obj["w"] if isinstance(obj, TensorDict) else obj.w
+        assert after is w and after.requires_grad and after.is_leaf and after.tolist() == [0.0, 1.0, 2.0]
+        (after * 2).sum().backward()
+        assert w.grad.tolist() == [2.0, 2.0, 2.0]

@@ -124,7 +124,8 @@ def load_state_dict(td, sd, strict: bool = True, assign: bool = False, from_flat
                 child = node._tensordict[k]
                 load(child._storage if hasattr(child, "_storage") else child, v, path + (k,))
             elif k in node._tensordict and not assign:
-                node._tensordict[k].copy_(v)
+                with torch.no_grad():  # a parameter (a leaf requiring grad) is loaded in place, as nn.Module does
+                    node._tensordict[k].copy_(v)
             else:
                 node.set(k, v)
         if strict:

@@ -250,7 +250,8 @@ def _load(obj, node, assign: bool) -> None:
     for key, value in node.tensors.items():
         current = st._tensordict.get(key)
         if isinstance(current, torch.Tensor) and value is not None and not assign:
-            current.copy_(value)
+            with torch.no_grad():  # a parameter (a leaf requiring grad) is loaded in place, as nn.Module does
+                current.copy_(value)
         else:
             obj.set(key, value)
     for key, child in node.children.items():

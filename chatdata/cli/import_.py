@@ -25,6 +25,30 @@ from .common import CLIError, check_output, plural, positive_int, say
 from .import_formats import FORMATS, document_records, is_document, to_messages, weight_error
 from .progress import Progress, human_bytes
 
+def _folder_source_error(src: Path) -> str:
+    """What to do with a folder given as the source that holds no Parquet / Arrow files: a dataset
+    is already imported; JSON Lines files go through standard input together.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp()); _ = (d / "a.jsonl").write_text(""); _ = (d / "b.jsonl").write_text("")
+        >>> _folder_source_error(d).split("; ", 1)[1].replace(str(d), "DIR")
+        'it holds JSON Lines files: import them together with cat DIR/*.jsonl | chatdata import - OUT'
+    """
+    if (src / "meta.json").is_file() or (src / "manifest.json").is_file():
+        return (f"{src} is a chatdata dataset already; use it as it is (chatdata info / show / tokenize {src}), "
+                f"or export it: chatdata export {src} OUT.jsonl")
+    names = [f.name for f in src.iterdir() if f.is_file()]
+    found = [suffix for suffix in (".jsonl", ".jsonl.gz") if any(f.endswith(suffix) for f in names)]
+    if not found:
+        return (f"{src} is a folder without .parquet or Arrow files; give a .jsonl or .json file, or a folder of "
+                ".parquet / .arrow files")
+    reader = "zcat -f" if ".jsonl.gz" in found else "cat"
+    globs = " ".join(f"{src}/*{f}" for f in found)
+    return (f"{src} is a folder, not a file; it holds JSON Lines files: import them together with {reader} {globs} | "
+            "chatdata import - OUT")
+
+
 HELP = "import JSON Lines / JSON / Parquet / Arrow conversations into a memmapped History dataset"
 EXAMPLE = """examples:
   chatdata import chats.jsonl ds/
@@ -43,8 +67,9 @@ CHUNK_BYTES = 8 << 20
 def add_parser(sub):
     p = sub.add_parser("import", help=HELP, description=HELP + ".", epilog=EXAMPLE,
                        formatter_class=_raw_formatter())
-    p.add_argument("src", help="a .jsonl / .json file (optionally .gz), a .parquet / .arrow file, a folder of them, "
-                   "a datasets save_to_disk folder, or '-' for standard input (JSON)")
+    p.add_argument("src", help="a .jsonl / .json file (optionally .gz), a .parquet / .arrow file or a folder of those, "
+                   "a datasets save_to_disk folder, or '-' for standard input (JSON; a folder of .jsonl: "
+                   "cat DIR/*.jsonl | chatdata import - OUT)")
     p.add_argument("out", help="the dataset folder to write")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="record shape: openai {messages}, sharegpt {conversations}, bare [messages] (default: auto, per line)")
@@ -248,7 +273,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
         stats.hygiene = screen.report if screen is not None else None
         return stats
     if src.is_dir():
-        raise CLIError(f"{src} is a folder; give a .jsonl or .json file")
+        raise CLIError(_folder_source_error(src))
     if fmt not in FORMATS:
         raise CLIError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if shard_size:

@@ -391,3 +391,26 @@ def test_a_missing_hygiene_extra_is_one_line_naming_it(tmp_path, monkeypatch, bl
     assert res.returncode == 1 and "internal error" not in res.stderr, res.stderr
     assert res.stderr.startswith("chatdata import: error: ") and words.format(tmp=tmp_path) in res.stderr, res.stderr
     assert len(res.stderr.splitlines()) == 1 and not (tmp_path / "ds").exists()
+
+
+def test_a_folder_source_without_tables_says_what_to_do(tmp_path):
+    """Before: 'DIR is a folder; give a .jsonl or .json file', also for a folder of JSON Lines files
+    (which import together through standard input) and for a dataset chatdata already wrote."""
+    jsonl = tmp_path / "parts"
+    jsonl.mkdir()
+    for k in range(2):
+        write_jsonl(jsonl / f"part-{k}.jsonl", [{"messages": c} for c in CHATS[2 * k:2 * k + 2]])
+    res = run_cli("import", jsonl, tmp_path / "out")
+    said = f"{jsonl} is a folder, not a file; it holds JSON Lines files: import them together with cat {jsonl}/*.jsonl | chatdata import - OUT"
+    assert res.returncode == 1 and res.stderr.strip() == f"chatdata import: error: {said}", res.stderr
+    # the pipe it gives works
+    pipe = subprocess.run(f"cat {jsonl}/*.jsonl", shell=True, capture_output=True, check=True).stdout
+    done = subprocess.run([sys.executable, "-m", "chatdata", "import", "-", str(tmp_path / "out")], input=pipe,
+                          capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and History.load_memmap(tmp_path / "out").to_chats() == CHATS
+    res = run_cli("import", tmp_path / "out", tmp_path / "again")
+    assert res.returncode == 1 and "is a chatdata dataset already" in res.stderr and "chatdata export" in res.stderr
+    (tmp_path / "empty").mkdir()
+    res = run_cli("import", tmp_path / "empty", tmp_path / "again")
+    assert res.returncode == 1 and "is a folder without .parquet or Arrow files" in res.stderr
+    assert not (tmp_path / "again").exists()

@@ -142,6 +142,8 @@ PROCESS_CASES = {("frobnicate",), ("info", "{tmp}/missing")}
     (("tokenize", "{ds}", "{tmp}/t", "--template", "Qwen"), "unknown template; did you mean 'qwen'?"),
     (("show", "{ds}", "0", "--template", "chatml"), "did you mean 'chatml_format'?"),
     (("templates", "check", "llama-3"), "not a template name, .jinja file or tokenizer folder; did you mean 'llama3'?"),
+    (("tokenize", "{ds}", "{tmp}/t", "--template", "{tmp}/file.txt"), "file.txt: a file, but not a .jinja one; a chat "
+     "template file must end in .jinja (rename it if it holds one)"),
     (("info", "{tmp}"), "not a chatdata dataset"),
     (("info", "{tmp}/missing"), "no such dataset"),
     (("info", "{tmp}/file.txt"), "is a file"),

@@ -308,12 +308,10 @@ def resolve_template(name, tokenizer):
     from ..templates.registry import template_name_for_model, unknown_name_hint
 
     if name is not None:
-        if name.endswith(".jinja") or os.sep in name:
+        if name.endswith(".jinja") or os.sep in name or (name not in list_chat_templates() and Path(name).is_file()):
+            # a file in the working folder is read as ./NAME is, whatever its suffix (chat_template.txt)
             return checked_template(read_template_file(name, "--template"), f"--template {name}")
         if name not in list_chat_templates():
-            if Path(name).is_file():  # template.txt, README.md: read as a file only when it says it is a template
-                raise CLIError(f"--template {name}: a file, but not a .jinja one; a chat template file must end in "
-                               f".jinja (rename it if it holds one), or give a bundled name ({', '.join(list_chat_templates())})")
             raise CLIError(f"--template {name}: unknown template; {unknown_name_hint(name)} "
                            "(or give a path to a .jinja file)")
         return get_chat_template(name)

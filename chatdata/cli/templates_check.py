@@ -94,7 +94,7 @@ def _template_and_tokenizer(target, tokenizer_path):
             return resolve_chat_template(tok), tok
         except ValueError as err:
             raise CLIError(f"{target}: {err}") from None
-    if target.endswith(".jinja") or os.sep in target:
+    if target.endswith(".jinja") or os.sep in target or (target not in list_chat_templates() and p.is_file()):
         if not p.is_file():
             raise CLIError(f"{target}: no such file or tokenizer folder")
         return read_template_file(target, "template"), tok

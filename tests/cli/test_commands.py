@@ -142,8 +142,6 @@ PROCESS_CASES = {("frobnicate",), ("info", "{tmp}/missing")}
     (("tokenize", "{ds}", "{tmp}/t", "--template", "Qwen"), "unknown template; did you mean 'qwen'?"),
     (("show", "{ds}", "0", "--template", "chatml"), "did you mean 'chatml_format'?"),
     (("templates", "check", "llama-3"), "not a template name, .jinja file or tokenizer folder; did you mean 'llama3'?"),
-    (("tokenize", "{ds}", "{tmp}/t", "--template", "{tmp}/file.txt"), "file.txt: a file, but not a .jinja one; a chat "
-     "template file must end in .jinja (rename it if it holds one)"),
     (("info", "{tmp}"), "not a chatdata dataset"),
     (("info", "{tmp}/missing"), "no such dataset"),
     (("info", "{tmp}/file.txt"), "is a file"),
@@ -229,3 +227,20 @@ def test_a_hub_model_id_as_tokenizer_says_how_to_make_the_local_folder(tmp_path,
     res = run_cli("show", sample_ds, "0", "--tokenizer", "models/tok", cwd=tmp_path)
     assert res.returncode == 1 and res.stderr.strip().endswith("--tokenizer models/tok: no such folder"), res.stderr
     assert not (tmp_path / "t").exists()
+
+
+def test_a_template_file_in_the_working_folder_is_read_whatever_its_suffix(tmp_path, sample_ds):
+    """``--template chat_template.txt`` was 'unknown template' while ``./chat_template.txt`` was read."""
+    from chatdata.templates import get_chat_template
+
+    (tmp_path / "chat_template.txt").write_text(get_chat_template("chatml_format"), encoding="utf-8")
+    (tmp_path / "qwen").write_text("{{ 'a file named like a bundled template' }}", encoding="utf-8")
+    bare = run_cli("show", sample_ds, "0", "--template", "chat_template.txt", cwd=tmp_path)
+    pathed = run_cli("show", sample_ds, "0", "--template", "./chat_template.txt", cwd=tmp_path)
+    named = run_cli("show", sample_ds, "0", "--template", "chatml_format", cwd=tmp_path)
+    assert bare.returncode == 0 and bare.stdout == pathed.stdout == named.stdout, bare.stderr
+    res = run_cli("templates", "check", "chat_template.txt", cwd=tmp_path)
+    assert res.returncode == 0 and "== plain chat ==" in res.stdout, res.stderr
+    # a bundled name wins over a file of that name
+    assert run_cli("show", sample_ds, "0", "--template", "qwen", cwd=tmp_path).stdout == \
+        run_cli("show", sample_ds, "0", "--template", "qwen").stdout

@@ -169,7 +169,7 @@ def _main(argv) -> int:
         parser.print_help()
         return 2
     _quiet_torch_logs()
-    prog = f"chatdata {args.command}"
+    prog = " ".join(["chatdata", args.command, *([args.action] if getattr(args, "action", None) else [])])  # templates check
     try:
         return int(args.func(args) or 0)
     except CLIError as err:

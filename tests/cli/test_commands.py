@@ -141,7 +141,8 @@ PROCESS_CASES = {("frobnicate",), ("info", "{tmp}/missing")}
     (("tokenize", "{ds}", "{tmp}/t", "--template", "nope"), "unknown template"),
     (("tokenize", "{ds}", "{tmp}/t", "--template", "Qwen"), "unknown template; did you mean 'qwen'?"),
     (("show", "{ds}", "0", "--template", "chatml"), "did you mean 'chatml_format'?"),
-    (("templates", "check", "llama-3"), "not a template name, .jinja file or tokenizer folder; did you mean 'llama3'?"),
+    (("templates", "check", "llama-3"), "chatdata templates check: error: llama-3: not a template name, .jinja file or "
+                                        "tokenizer folder; did you mean 'llama3'?"),
     (("info", "{tmp}"), "not a chatdata dataset"),
     (("info", "{tmp}/missing"), "no such dataset"),
     (("info", "{tmp}/file.txt"), "is a file"),

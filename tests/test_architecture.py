@@ -254,6 +254,21 @@ def test_the_order_names_what_exists():
     assert rooms_now == {name for level in rooms for name, mark in level if mark != "face"}
 
 
+def test_every_package_and_room_is_described():
+    """Each package of the order block has a row in the floors table, on its floor, and each room
+    of td/ a row in the rooms table: the order alone says where, not what it holds."""
+    text = DOC.read_text(encoding="utf-8")
+    rows = {name: int(floor) for floor, name in re.findall(r"^\| (\d+) \| `(chatdata[\w.]*)`(?: \(face\))? \|", text, re.M)}
+    room_rows = set(re.findall(r"^\| `(chatdata\.td\.\w+)` \|", text, re.M))
+    floors, rooms = read_order()
+    for level, entries in enumerate(floors, 1):
+        for name, mark in entries:
+            if name == "chatdata.__main__":
+                continue  # `python -m chatdata`: the face's command, nothing to hold
+            assert rows.get(name) == level, f"docs/architecture.md: {name} has no row on floor {level} of the floors table"
+    assert room_rows == {name for level in rooms for name, mark in level if mark != "face"}
+
+
 def test_every_path_the_architecture_doc_names_exists():
     text = DOC.read_text(encoding="utf-8")
     planned = set(re.findall(r"(chatdata[\w.]*)`?\s+\(planned\)", text))

@@ -56,7 +56,64 @@ class _Parser(argparse.ArgumentParser):
                       and set(a.option_strings) & set(getattr(self, "_words", ()))]
             if greedy:
                 message += f"; {greedy[0]} takes every word after it as one of its values: put it after them"
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        prog = self.prog
+        if message.startswith("unrecognized arguments"):
+            # parse_args reports them on the top parser: name the subcommand they were given to
+            parser = self._subcommand_parser()
+            prog = parser.prog
+            message += _close_options(parser, message)
+        elif "invalid choice" in message:
+            message += _close_choice(message)
+        self.exit(2, f"{prog}: error: {message} (see `{prog} --help`)\n")
+
+    def _subcommand_parser(self) -> argparse.ArgumentParser:
+        """The (sub)parser of the subcommand the typed words name, or this one."""
+        parser, words = self, list(getattr(self, "_words", ()))
+        while True:
+            sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            word = next((w for w in words if not w.startswith("-")), None)
+            if sub is None or word not in sub.choices:
+                return parser
+            parser, words = sub.choices[word], words[words.index(word) + 1:]
+
+
+def _close_options(parser, message: str) -> str:
+    """``; did you mean --x?`` for the misspelt options of an 'unrecognized arguments' message.
+
+    Example:
+        >>> p = argparse.ArgumentParser(prog="p"); _ = p.add_argument("--max-length")
+        >>> _close_options(p, "unrecognized arguments: --max-lenght 5")
+        '; did you mean --max-length?'
+    """
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    pairs = []
+    for word in message.partition(":")[2].split():
+        flag = word.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75) if flag.startswith("--") else []
+        pairs += [(flag, close[0])] if close else []
+    if len(pairs) == 1:
+        return f"; did you mean {pairs[0][1]}?"
+    return f"; did you mean {', '.join(f'{right} for {wrong}' for wrong, right in pairs)}?" if pairs else ""
+
+
+def _close_choice(message: str) -> str:
+    """``; did you mean 'x'?`` for an 'invalid choice' message (a misspelt subcommand).
+
+    Example:
+        >>> _close_choice("argument COMMAND: invalid choice: 'tokenise' (choose from 'import', 'tokenize')")
+        "; did you mean 'tokenize'?"
+    """
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '?([^'(]*?)'? \(choose from (.*)\)", message)
+    if not m:
+        return ""
+    choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+    close = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -149,6 +149,16 @@ PROCESS_CASES = {("frobnicate",), ("info", "{tmp}/missing")}
     (("export", "{tmp}/tokens_ds", "{tmp}/x.jsonl"), "not a History dataset"),
     (("show", "{ds}", "x"), "invalid int value"),
     (("frobnicate",), "invalid choice"),
+    (("tokenise", "{ds}", "{tmp}/t"), "invalid choice: 'tokenise' (choose from 'import', "),
+    (("tokenise", "{ds}", "{tmp}/t"), "; did you mean 'tokenize'? (see `chatdata --help`)"),
+    (("templates", "chek", "qwen"), "chatdata templates: error: argument ACTION: invalid choice: 'chek' (choose from "
+                                    "'check', 'list'); did you mean 'check'?"),
+    (("tokenize", "{ds}", "{tmp}/t", "--max-lenght", "5"), "chatdata tokenize: error: unrecognized arguments: "
+     "--max-lenght 5; did you mean --max-length? (see `chatdata tokenize --help`)"),
+    (("show", "{ds}", "0", "--colour", "never", "--no-eos"), "chatdata show: error: unrecognized arguments: --colour never "
+     "--no-eos; did you mean --color for --colour, --no-eot for --no-eos? (see `chatdata show --help`)"),
+    (("templates", "check", "qwen", "--frob"), "chatdata templates check: error: unrecognized arguments: --frob "
+                                               "(see `chatdata templates check --help`)"),
 ])
 def test_errors_are_one_clear_line(tmp_path, sample_ds, args, message):
     (tmp_path / "file.txt").write_text("hi")

@@ -6,6 +6,7 @@ outside the assistant mask).
 """
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 
@@ -40,7 +41,12 @@ def batches(tokens, batch_size=8, pad_id=0):
 def main(argv):
     with tempfile.TemporaryDirectory(prefix="chatdata-example-") as tmp:
         path = argv[1] if len(argv) > 1 else tokenize_samples(tmp)
+        if not Path(path).is_dir():
+            sys.exit(f"{path}: no such folder; pass the output of `chatdata tokenize ds/ tokens/`")
         tokens = load_memmap(path)                                    # RaggedTensorDict (n, -1), lazy
+        if isinstance(tokens, History):                               # `chatdata import`'s output, not tokens
+            sys.exit(f"{path} holds conversations, not tokens: tokenize it first "
+                     f"(chatdata tokenize {path} tokens/) and pass tokens/")
         lengths = tokens.offsets[1:] - tokens.offsets[:-1]
         print(f"{len(lengths)} conversations, {int(lengths.sum()):,} tokens")
         ids, labels = next(batches(tokens))

@@ -35,3 +35,16 @@ def test_example_runs_bare_and_leaves_nothing(script, tmp_path):
     assert res.stdout.strip(), "an example prints what it did"
     assert list(cwd.iterdir()) == []
     assert list(tmp.iterdir()) == []
+
+
+def test_train_loop_given_conversations_instead_of_tokens_says_to_tokenize(tmp_path):
+    """A newcomer passing ``ds/`` (chatdata import's output) got 'AttributeError: offsets'."""
+    from chatdata import History
+
+    History.from_chats([[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]).memmap(tmp_path / "ds")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for arg, said in (("ds", "ds holds conversations, not tokens: tokenize it first (chatdata tokenize ds tokens/)"),
+                      ("nope", "nope: no such folder; pass the output of `chatdata tokenize ds/ tokens/`")):
+        res = subprocess.run([sys.executable, str(ROOT / "examples" / "train_loop.py"), arg], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 1 and said in res.stderr and "Traceback" not in res.stderr, res.stderr[-2000:]

@@ -234,6 +234,40 @@ def _describe(selection) -> str:
     return "; ".join(parts)
 
 
+def _warn_nothing_trained(h, where, selection) -> None:
+    """A token set with no trained token trains nothing, silently: say why when the roles tell
+    (no message has a trained role; ShareGPT's role names in OpenAI-shaped records).
+
+    Example:
+        >>> from chatdata import History
+        >>> from chatdata.templates import TrainSelection
+        >>> h = History.from_chats([[{"role": "human", "content": "q"}, {"role": "gpt", "content": "a"}]])
+        >>> import contextlib, io; err = io.StringIO()
+        >>> with contextlib.redirect_stderr(err): _warn_nothing_trained(h, "ds/", TrainSelection())
+        >>> print(err.getvalue().split(";")[0])
+        warning: no token of ds/ is trained: no message has the role 'assistant' (its roles: 'gpt', 'human')
+    """
+    import sys
+
+    from .import_formats import SHAREGPT_ROLES
+    from .info import dataset_roles
+
+    roles = sorted(dataset_roles(h))
+    trained = list(selection.train_on)
+    if isinstance(selection.loss_weights, dict):  # a role given a weight is trained too
+        trained += [r for r in selection.loss_weights if r not in trained]
+    if any(r in roles for r in trained):
+        return  # the roles are there: the template or the flags left them out; the summary said 0%
+    said = f"warning: no token of {where} is trained: no message has the role {' or '.join(map(repr, trained))} " \
+           f"(its roles: {', '.join(map(repr, roles))})"
+    sharegpt = [r for r in roles if SHAREGPT_ROLES.get(r, r) != r]
+    if sharegpt:
+        said += (f"; {', '.join(map(repr, sharegpt))} are ShareGPT's names, which import maps to user/assistant only "
+                 'from {"conversations": [{"from": ..., "value": ...}]} records: rename the roles in the source '
+                 "and import it again")
+    print(said, file=sys.stderr)
+
+
 def run(args) -> int:
     if args.batch_size <= 0:
         raise CLIError("--batch-size must be > 0")
@@ -269,6 +303,8 @@ def run(args) -> int:
             f"{plural(stats.tokens, 'token')} ({share:.1f}% trained by the mask"
             f"{'' if selection.is_default else ': ' + _describe(selection)}) "
             f"in {stats.seconds:.2f} s, {human_count(rate)} tokens/s")
+    if stats.tokens and not stats.trained:
+        _warn_nothing_trained(h, args.ds, selection)
     if stats.skipped:
         import sys
 

@@ -255,3 +255,23 @@ def test_a_template_file_in_the_working_folder_is_read_whatever_its_suffix(tmp_p
     # a bundled name wins over a file of that name
     assert run_cli("show", sample_ds, "0", "--template", "qwen", cwd=tmp_path).stdout == \
         run_cli("show", sample_ds, "0", "--template", "qwen").stdout
+
+
+def test_tokenize_warns_when_no_message_has_a_trained_role(tmp_path):
+    """OpenAI-shaped records with ShareGPT's role names (human / gpt) tokenized to rows with no
+    trained token (Qwen's template renders no turn of an unknown role) and said only '0.0% trained'."""
+    src = write_jsonl(tmp_path / "chats.jsonl", [{"messages": [{"role": "human", "content": "hi"},
+                                                               {"role": "gpt", "content": "yo"}]}])
+    assert run_cli("import", src, tmp_path / "ds").returncode == 0
+    res = run_cli("tokenize", tmp_path / "ds", tmp_path / "tokens")
+    assert res.returncode == 0 and "(0.0% trained by the mask" in res.stdout, res.stdout + res.stderr
+    assert res.stderr.strip() == (
+        f"warning: no token of {tmp_path / 'ds'} is trained: no message has the role 'assistant' (its roles: 'gpt', "
+        "'human'); 'gpt', 'human' are ShareGPT's names, which import maps to user/assistant only from "
+        '{"conversations": [{"from": ..., "value": ...}]} records: rename the roles in the source and import it again')
+    # the ShareGPT records themselves import as user / assistant and train the reply: no warning
+    src = write_jsonl(tmp_path / "sg.jsonl", [{"conversations": [{"from": "human", "value": "hi"},
+                                                                  {"from": "gpt", "value": "yo"}]}])
+    assert run_cli("import", src, tmp_path / "ds2").returncode == 0
+    res = run_cli("tokenize", tmp_path / "ds2", tmp_path / "tokens2")
+    assert res.returncode == 0 and res.stderr == "" and "(0.0% trained" not in res.stdout, res.stdout + res.stderr

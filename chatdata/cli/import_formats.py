@@ -129,7 +129,22 @@ def to_messages(rec, fmt: str = "auto") -> list:
             "openai": '{"messages": [...]}', "sharegpt": '{"conversations": [...]}',
             "bare": "a list of messages"}[fmt]
     got = f"an object with keys {sorted(rec)[:5]}" if isinstance(rec, dict) else f"a {type(rec).__name__}"
-    raise ValueError(f"expected {want}, got {got}")
+    hint = ""
+    if fmt != "auto" and to_messages_shape(rec) not in (None, fmt):  # a --format that is not the data's
+        hint = f" (this record is {to_messages_shape(rec)}: pass --format {to_messages_shape(rec)}, or leave --format out)"
+    raise ValueError(f"expected {want}, got {got}{hint}")
+
+
+def to_messages_shape(rec) -> str | None:
+    """The ``--format`` a record has (``openai``, ``sharegpt``, ``bare``), or None.
+
+    Example:
+        >>> to_messages_shape({"conversations": []}), to_messages_shape([{"role": "user"}]), to_messages_shape(3)
+        ('sharegpt', 'bare', None)
+    """
+    if type(rec) is dict:
+        return "openai" if "messages" in rec else "sharegpt" if "conversations" in rec else None
+    return "bare" if type(rec) is list else None
 
 
 def document_records(doc, fmt: str = "auto") -> list:

@@ -414,3 +414,15 @@ def test_a_folder_source_without_tables_says_what_to_do(tmp_path):
     res = run_cli("import", tmp_path / "empty", tmp_path / "again")
     assert res.returncode == 1 and "is a folder without .parquet or Arrow files" in res.stderr
     assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.parametrize("record, fmt, shape", [
+    ({"conversations": [{"from": "human", "value": "hi"}]}, "openai", "sharegpt"),
+    ({"messages": [{"role": "user", "content": "hi"}]}, "sharegpt", "openai"),
+    ([{"role": "user", "content": "hi"}], "openai", "bare"),
+])
+def test_a_format_flag_that_is_not_the_datas_names_the_right_one(tmp_path, record, fmt, shape):
+    src = write_jsonl(tmp_path / "chats.jsonl", [record])
+    res = run_cli("import", src, tmp_path / "ds", "--format", fmt)
+    assert res.returncode == 1 and f"(this record is {shape}: pass --format {shape}, or leave --format out)" in res.stderr
+    assert not (tmp_path / "ds").exists()

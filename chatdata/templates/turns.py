@@ -29,6 +29,7 @@ A turn that holds something to learn but cannot be placed raises :class:`Unplace
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from .errors import TemplateError, UnplaceableTurnError
@@ -77,6 +78,11 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
     prompt = pre(k, True)
     s = _agreement(prompt, text)
     if prompt is not None and s == len(prompt) and s >= floor:
+        h = profile.header.strip()
+        if k and chat[k - 1].get("role") == "assistant" and h and not prompt.rstrip().endswith(h):
+            # after an assistant message the template writes no generation header (at most the
+            # previous turn's end): the header of this second answer in a row is in the text
+            return _after_header_end(text, s, profile.header)
         return s
     if prompt is not None and s >= floor:
         j = _own_text_before(text, s, chat[k])
@@ -102,7 +108,16 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
             start = _skip_to_rest(text, s, prompt[s:], _next_bound(text, chat, k - 1, s))
             if start == s and not body:  # an empty message: nothing of it to find in the text
                 start = _after_prompt_tail(text, s, prompt[s:])
-            return start if start > s else _after_header(text, s, profile.header)
+            if start > s:
+                return start
+            start = _after_header(text, s, profile.header)
+            if start > s or (body and body in text) or _agreement(pre(k - 1, False), text) <= s:
+                return start
+            # a message with nothing rendered (empty, or content the template does not write)
+            # gives no floor: where the prompt stops agreeing may lie before it, in text the
+            # template words by the chat's length (Llama Guard's "'User' messages" / "'Agent'
+            # messages" at the top), which the chat before that message still agrees with: no
+            # turn starts there
         if body and prompt is not None and body in prompt:
             # the prompt renders earlier text differently (a system prompt moved into the last
             # user turn): match what it writes after the previous message instead
@@ -158,6 +173,18 @@ def _ends_with_header(text: str, lo: int, hi: int, header: str) -> bool:
         if first in h and hi - lo >= n and text.startswith(h, hi - n):
             return True
     return False
+
+
+def _after_header_end(text: str, s: int, header: str) -> int:
+    """After the longest end of the generation header (holding a marker or a word: ``<|im_start|>assistant\n``
+    of Qwen1.5's ``<|im_end|>\n<|im_start|>assistant\n``) that the text holds at ``s``, after
+    whitespace; else ``s``."""
+    i = s + len(text[s:]) - len(text[s:].lstrip())
+    for n in range(len(header), 0, -1):
+        h = header[-n:]
+        if (MARKER_RE.search(h) or re.search(r"[^\W\d_]{3}", h)) and text.startswith(h, i):
+            return i + n
+    return s
 
 
 def _after_prompt_end(text: str, prompt: str, lo: int, hi: int) -> int | None:
@@ -426,6 +453,8 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
             if _has_work(message):
                 raise UnplaceableTurnError(_describe(where, k, "its start (the generation prompt) is not in the rendering"))
             continue
+        if not _opened(pre, k, text, s, profile, floor) and not _says_here(text, chat, k, s):
+            continue  # an answer the template does not render (GLM-4's empty one or tool calls): nothing to learn
         if continued and k == last:
             e = eot = len(text)
         else:
@@ -437,6 +466,30 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
         turns.append((k, s, e, eot))
         floor = max(floor, e)
     return turns
+
+
+def _opened(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile, floor: int) -> bool:
+    """Whether turn ``k`` is opened in the text at ``s``: the prompt before it agrees with the text
+    up to ``s``, or the text before ``s`` ends with a beginning of the generation header (True
+    when the template has none to look for)."""
+    prompt = pre(k, True)
+    if prompt is not None and _agreement(prompt, text) == len(prompt) == s:
+        return True
+    header = profile.header
+    if not header.strip() or _ends_with_header(text, floor, s, header):
+        return True
+    for n in range(len(header), 0, -1):  # a beginning of it, holding a marker or a word
+        h = header[:n]
+        if s - n >= floor and text.startswith(h, s - n) and (MARKER_RE.search(h) or re.search(r"[^\W\d_]{3}", h)):
+            return True
+    return False
+
+
+def _says_here(text: str, chat: list, k: int, s: int) -> bool:
+    """Whether message ``k``'s own words (content, reasoning, tool-call arguments) are in the text
+    from ``s`` on, before the next message's."""
+    hi = _next_bound(text, chat, k, s)
+    return any(a < hi for a, _ in _own_spans(text, _owned_pieces(chat[k]), s))
 
 
 def _stray_pieces(text: str, message: dict, s: int, e: int, limit: int, profile: TemplateProfile,
@@ -479,11 +532,15 @@ def tagged_spans_with_options(text: str, spans: Sequence[tuple[int, int]], chat:
     """
     out: list[tuple[int, int]] = []
     assistants = [m for m in chat if m.get("role") == "assistant"]
+    quoting = [p for m in assistants for p in _owned_pieces(m) if any(x in p for x in profile.eots)]
     for s, e in spans:
         if not mask_eot:
             hit = _last_eot(text, profile.eots, s, e) if profile.eots else None
             if hit is not None and not text[hit[1]:e].strip():
-                e = hit[0]
+                # an answer that quotes the end-of-turn text keeps it: the end is the one after it
+                said = [j + len(p) for p in quoting for j in [text.find(p, s, hit[1])]
+                        if j >= 0 and any(x in text[j + len(p):e] for x in profile.eots)]
+                e = max([hit[0]] + said)
         pieces = [(s, e)]
         if not mask_reasoning:
             for m in assistants:

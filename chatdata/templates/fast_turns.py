@@ -21,6 +21,7 @@ from .probes import probe_chats, tool_name_of
 from .profile import TemplateProfile
 from .render import Renderer, prepare_chat
 from .message_words import _next_bound, _owned_end, _texts_end
+from .parts import message_texts
 from .turns import _first_eot, _join_back, _only_markup, turn_bounds
 
 _FAST_OK: dict[tuple, bool] = {}
@@ -47,8 +48,9 @@ def fast_bounds(chat: list, text: str, profile: TemplateProfile, *, continued: b
     for k, m in enumerate(chat):
         if m.get("role") != "assistant":
             end = _texts_end(text, m, floor)
-            if end is None:
-                return None
+            if end is None or end == floor and not message_texts(m):
+                return None  # not found, or nothing to find: an empty message sets no floor (a
+                # header the template writes for it, deepseek-coder's for an empty tool reply, is not the answer's)
             floor = end
             continue
         if k == 0 or chat[k - 1].get("role") == "assistant":

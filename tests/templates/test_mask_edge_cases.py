@@ -113,3 +113,17 @@ def test_an_answer_that_is_the_end_of_turn_text_is_trained_without_mask_eot(name
     pieces = _pieces(name, chat, mask_eot=False)
     assert pieces[0].endswith(eot) and pieces[1].endswith("Zqa2q " + eot), pieces
     assert not any(p.endswith(eot + eot) for p in pieces)
+
+
+@pytest.mark.parametrize("reply", ["", " "])
+def test_an_empty_tool_reply_written_as_a_response_block_is_not_the_answers_start(reply, qwen_tok):
+    """deepseek-coder writes every role but user as a `### Response:` block. An empty tool reply set
+    no floor, and the one-render fast path took the reply's header for the answer's: the reply's
+    `<|EOT|>` and the answer's own `### Response:` header were trained."""
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zqg1q"}}}
+    chat = [{"role": "user", "content": "Zqu1q weather?"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": reply, "tool_call_id": "c1", "name": "get_weather"},
+            {"role": "assistant", "content": "Zqa1q done."}]
+    texts, spans = render_chats_with_spans([chat], _template("deepseek-ai-deepseek-coder-33b-instruct"),
+                                           tokenizer=qwen_tok)
+    assert [texts[0][a:b] for a, b in spans[0]][-1] == "Zqa1q done.\n<|EOT|>"

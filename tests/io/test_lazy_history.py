@@ -96,6 +96,8 @@ def test_every_index_equals_the_unsharded_history(chats, data):
             j = data.draw(st.integers(-1, 1), label="j")
             _same(ds, h, (slice(None), j))
             _same(ds, h, (ids or [0], j))
+            msgs = slice(data.draw(st.integers(-3, 3)), data.draw(bound), data.draw(st.sampled_from([None, 2])))
+            assert ds[:, msgs].to_chats() == h[:, msgs].to_chats() == [c[msgs] for c in chats]
 
 
 @pytest.mark.parametrize("dense_run", [0, 10**9])  # always gathered, always the covering range

@@ -24,7 +24,7 @@ from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, 
 from .convert import is_integer_dtype
 from .repr import indent
 
-__all__ = ["RaggedTensorDict", "ragged_positions"]
+__all__ = ["RaggedTensorDict", "ragged_positions", "ragged_slice_positions"]
 
 
 def ragged_positions(offsets: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,6 +42,42 @@ def ragged_positions(offsets: torch.Tensor, rows: torch.Tensor) -> tuple[torch.T
     total = int(new_off[-1])
     pos = torch.arange(total, dtype=torch.int64) + torch.repeat_interleave(starts - new_off[:-1], lengths, output_size=total)
     return pos, new_off
+
+
+def ragged_slice_positions(offsets: torch.Tensor, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat positions of ``item[sl]`` for every item, and the new offsets: the slice is applied to
+    each item as Python slices a list (negative bounds count from each item's end, bounds past an
+    end are clipped), in one vectorised pass. The step must be positive, as torch's.
+
+    Example:
+        >>> pos, off = ragged_slice_positions(torch.tensor([0, 3, 4, 6]), slice(-2, None))
+        >>> pos.tolist(), off.tolist()
+        ([1, 2, 3, 4, 5], [0, 2, 3, 5])
+    """
+    for name in ("start", "stop", "step"):
+        v = getattr(sl, name)
+        if v is not None and (type(v) is bool or not hasattr(v, "__index__")):
+            raise IndexError(f"a slice along the ragged dim takes int bounds, got {name}={v!r:.40}")
+    step = 1 if sl.step is None else sl.step.__index__()
+    if step <= 0:
+        raise ValueError(f"a slice along the ragged dim needs a positive step (as torch), got {step}")
+    lengths = offsets[1:] - offsets[:-1]
+
+    def bound(v, default):
+        if v is None:
+            return default
+        v = max(-2**62, min(v.__index__(), 2**62))  # past any length either way: no int64 overflow
+        return (v + lengths).clamp(min=0) if v < 0 else lengths.clamp(max=v)
+
+    start = bound(sl.start, torch.zeros_like(lengths))
+    stop = bound(sl.stop, lengths)
+    counts = ((stop - start).clamp(min=0) + step - 1) // step
+    new_off = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=new_off[1:])
+    total = int(new_off[-1])
+    rows = torch.repeat_interleave(torch.arange(lengths.numel()), counts, output_size=total)
+    k = torch.arange(total, dtype=torch.int64) - new_off[rows]
+    return offsets[rows] + start[rows] + k * step, new_off
 
 
 def _list_index(index: list) -> torch.Tensor:
@@ -213,7 +249,7 @@ class RaggedTensorDict(Batched):
             return sub
         j = rest[0]
         if type(j) is bool:
-            raise IndexError(f"a ragged stack takes an int or ':' along the ragged dim, got {j!r} (a bool would add a dim)")
+            raise IndexError(f"a ragged stack takes an int or a slice along the ragged dim, got {j!r} (a bool would add a dim)")
         if isinstance(j, int):
             lengths = sub.lengths
             if (j >= 0 and bool((lengths <= j).any())) or (j < 0 and bool((lengths < -j).any())):
@@ -225,9 +261,15 @@ class RaggedTensorDict(Batched):
             if rest[1:]:
                 return RaggedTensorDict._derived(sub._values._index((slice(None),) + rest[1:]), sub._offsets)
             return sub
+        if isinstance(j, slice):  # the same slice of every item: a new stack of the selected elements
+            pos, off = ragged_slice_positions(sub._offsets, j)
+            values = sub._values._index(pos)
+            if rest[1:]:
+                values = values._index((slice(None),) + rest[1:])
+            return RaggedTensorDict._derived(values, off)
         raise IndexError(
             "a ragged stack is indexed by item first (int, slice, list or tensor), then an int "
-            f"or ':' along the ragged dim; got {index!r}"
+            f"or a slice along the ragged dim; got {index!r}"
         )
 
     def __getitem__(self, index):

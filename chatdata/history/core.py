@@ -246,7 +246,8 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
         assistant message with ``tool_calls`` or ``reasoning_content`` may lack content.
         Values given as lists or constants are checked as :meth:`from_chats` checks them
         (``ValueError`` naming the column and message); NonTensorStacks (a History's or a loaded
-        folder's columns) are taken as they are.
+        folder's columns) are taken as they are. The History has columns of its own: writes into it
+        never reach the caller's columns nor theirs it (as :meth:`copy`, strings are shared).
 
         Example:
             >>> from chatdata.td import NonTensorStack
@@ -271,6 +272,11 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
             raise ValueError(f"from_message_columns takes role and optionally "
                              f"{[*cls._field_names[1:], FLAGS_KEY]}; got {sorted(columns)}")
         entries = {name: message_column(name, value, n) for name, value in columns.items()}
+        # the caller's own column objects (another History's, a loaded folder's) get their own index
+        # and tensors: a write into the History (h[i][j] = message) would change them in place, and a
+        # loaded flags tensor is the folder's file (strings are shared, never copied; a range
+        # index, what a loaded or built column has, is copied in O(1))
+        entries.update(own_columns({k: v for k, v in entries.items() if v is columns[k]}))
         given = [k for k, v in columns.items() if not isinstance(v, NonTensorStack)]
         if "content" not in entries:  # no message has a content key: from_chats's messages without one
             entries["content"], given = NonTensorData(None, batch_size=(n,)), [*given, "content"]

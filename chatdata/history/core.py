@@ -32,6 +32,7 @@ from .changes import ChangeMethods, int_index, one_key, own_columns, storage_of
 from .columns import CONTENT_ABSENT, FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
 from .field_checks import check_content_rule, check_message_columns, message_column
+from .state import StateMethods
 
 __all__ = ["History"]
 
@@ -53,7 +54,7 @@ def _set_is_complete(self: "History", value) -> None:
     self.set("is_complete", value)
 
 
-class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
+class History(ChangeMethods, StateMethods, TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
     """Chat messages with the fields ``role``, ``content``, ``is_complete``, ``tool_calls``,
     ``tool_responses`` and ``extra`` (a dict of any other message keys: ``name``,
     ``tool_call_id``, ``reasoning_content``, ...).
@@ -85,6 +86,9 @@ class History(ChangeMethods, TensorClass["nocast"]):  # as torchrl: bools and li
     # memmap also saves these JSON columns as typed copies that to_arrow() reads without
     # parsing (chatdata.td.storage.typed_copies; chatdata.io registers Arrow's)
     _typed_json_copies = ("tool_calls", "tool_responses", "extra")
+    # the key-presence bits (chatdata.history.columns) are stored beside the fields: to_tensordict,
+    # state_dict and a saved folder hold them, from_tensordict and load_state_dict take them back
+    _storage_keys = (FLAGS_KEY,)
 
     # tensordict keeps a tensorclass's TensorDict in the instance dict as ``_tensordict`` and
     # torchrl code reads ``history.__dict__["_tensordict"]``: History keeps its storage there

@@ -52,6 +52,9 @@ class TensorClass(ForwardedMethods, Batched):
     """
 
     _field_names: tuple = ()
+    # keys beyond the fields that a subclass keeps in its storage (History's "_flags"): from_tensordict
+    # and load_state_dict take them as they take fields
+    _storage_keys = ()
     _autocast = False
     _nocast = False
     _shadow = False
@@ -125,7 +128,7 @@ class TensorClass(ForwardedMethods, Batched):
             raise TypeError(f"{cls.__name__}.from_tensordict needs a TensorDict (or a RaggedTensorDict), got "
                             f"{type(tensordict).__name__}; build from a dict with {cls.__name__}.from_dict(...)")
         if safe:
-            extra = set(tensordict.keys()) - set(cls._field_names)
+            extra = set(tensordict.keys()) - {*cls._field_names, *cls._storage_keys}
             if extra:
                 raise KeyError(f"{cls.__name__} has no fields {sorted(extra)}; its fields are {list(cls._field_names)}")
         obj = cls._from_storage(tensordict)

@@ -158,9 +158,9 @@ def _parse(sd) -> _Node:
 
 
 def _fields_of(target):
-    """Allowed keys: a tensorclass's fields; None (anything) for a TensorDict."""
+    """Allowed keys: a tensorclass's fields (and the other keys it stores); None (anything) for a TensorDict."""
     cls = target if isinstance(target, type) else type(target)
-    return cls._field_names if issubclass(cls, TensorClass) else None
+    return (*cls._field_names, *cls._storage_keys) if issubclass(cls, TensorClass) else None
 
 
 def _child_class(target, key, node):

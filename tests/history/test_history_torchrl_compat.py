@@ -157,3 +157,16 @@ def test_lazy_stack_of_histories_as_torchrl_builds_them():
     assert batch.batch_size == (3, -1) and batch.to_chats() == CHATS
     with pytest.raises(Exception, match="batch"):
         lazy_stack([History.from_chats(CHATS[1]), History(role="user", content="a")])  # 1-D with 0-D
+
+
+def test_tensordict_methods_a_history_forwards_run_on_its_columns(tmp_path):
+    # History keeps its storage under tensordict's name, and the methods a tensorclass forwards to
+    # its TensorDict (is_memmap, is_empty, detach, ...) raised AttributeError on it
+    h = History.from_chats([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    assert h.is_memmap() is False and h.is_empty() is False
+    d = h.detach()
+    assert type(d) is History and d.to_chats() == h.to_chats()  # the _flags column does not make it a TensorDict
+    h.memmap_(tmp_path / "h")
+    assert h.is_memmap() is True
+    with pytest.raises(AttributeError, match="History has no attribute 'nonexistent'"):
+        h.nonexistent

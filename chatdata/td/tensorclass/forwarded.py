@@ -35,9 +35,10 @@ class ForwardedMethods:
             raise AttributeError(name)
         if name in self.__dict__.get("_deleted", ()):
             raise AttributeError(f"{type(self).__name__}.{name} was deleted (del); set it again to use it")
-        storage = self.__dict__.get("_storage")
-        if storage is None:
-            raise AttributeError(name)
+        try:  # the instance's _storage, or what a subclass's _storage property gives (History's)
+            storage = object.__getattribute__(self, "_storage")
+        except AttributeError:
+            raise AttributeError(name) from None
         attr = getattr(storage, name, None)
         if attr is None or not callable(attr):
             if attr is None:
@@ -54,7 +55,7 @@ class ForwardedMethods:
     def _wrap_result(self, out):
         if out is self._storage:
             return self
-        if isinstance(out, TensorDict) and set(out.keys()) <= set(self._field_names):
+        if isinstance(out, TensorDict) and set(out.keys()) <= {*self._field_names, *self._storage_keys}:
             return self._from_storage(out)
         if isinstance(out, (tuple, list)) and out and all(isinstance(o, TensorDict) for o in out):
             return type(out)(self._wrap_result(o) for o in out)

@@ -170,3 +170,22 @@ def test_tensordict_methods_a_history_forwards_run_on_its_columns(tmp_path):
     assert h.is_memmap() is True
     with pytest.raises(AttributeError, match="History has no attribute 'nonexistent'"):
         h.nonexistent
+
+
+def test_responses_after_each_prompt_padded_and_stacked():
+    # what a policy does with generated text: parse it, cut each prompt off, pad the replies to one
+    # length with placeholder messages, stack them into a dense batch
+    prompts = History.from_chats([[{"role": "user", "content": "p0"}], [{"role": "user", "content": "p1"}]])
+    texts = ["<|im_start|>user\np0<|im_end|>\n<|im_start|>assistant\nr0<|im_end|>",
+             "<|im_start|>user\np1<|im_end|>\n<|im_start|>assistant\nr1<|im_end|>\n<|im_start|>user\nq<|im_end|>\n"
+             "<|im_start|>assistant\nr2<|im_end|>"]
+    full = History.from_text(texts, chat_template_name="qwen")
+    replies = [f[p.shape[0]:] for p, f in zip(prompts.unbind(0), full.unbind(0))]
+    n = max(r.shape[0] for r in replies)
+    padded = [r.extend(History(role="<none>", content="", batch_size=(n - r.shape[0],)), inplace=False)
+              if r.shape[0] < n else r for r in replies]
+    out = torch.stack(padded)
+    assert out.batch_size == torch.Size([2, 3])
+    assert out.role == [["assistant", "<none>", "<none>"], ["assistant", "user", "assistant"]]
+    assert out.content == [["r0", "", ""], ["r1", "q", "r2"]]
+    assert full[:, 1:].content == [["r0"], ["r1", "q", "r2"]]  # one prompt length: the ragged slice

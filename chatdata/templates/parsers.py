@@ -201,6 +201,10 @@ _HERMES_CALL = r"\n?<tool_call>\n?(.*?)\n?</tool_call>"
 _HERMES_RESPONSE = r"\n?<tool_response>\n(.*?)\n</tool_response>"
 _THINK = r"\s*(?:<think>)?(.*?)</think>"  # the generation prompt may already hold ``<think>``
 
+# a "User:"/"Assistant:" turn ends at the blank line before the next header (or the end of the text):
+# a content that ends with a newline or holds a blank line stays whole
+_NEXT_PLAIN = r"(?=User: |Assistant:|\Z)"
+
 BUILTIN_PARSERS = {
     "chatml_format": ParserSpec("chatml_format", turns=((None, _CHATML_TURN),), stop=_CHATML_STOP,
                                 detect=("<|im_start|>",)),
@@ -248,8 +252,9 @@ BUILTIN_PARSERS = {
         role_map={"model": "assistant"}, stop=r"<end_of_turn>|<eos>", detect=("<start_of_turn>",),
     ),
     # torchrl's template names (Llama 4 headers; "User:"/"Assistant:" plain-text families). The
-    # plain-text ones end an assistant turn at the blank line (falcon) or at a common EOS token
-    # (deepseek); text before the first "User:" is the system message. dialogpt writes no roles:
+    # plain-text ones end an assistant turn at the blank line (falcon) or at a common EOS token or
+    # the next "User:" (deepseek: its EOS is empty without a tokenizer); text before the first
+    # "User:" is the system message. dialogpt writes no roles:
     # it has no parser.
     "llama": ParserSpec(
         "llama", prefix=r"<\|begin_of_text\|>",
@@ -259,18 +264,18 @@ BUILTIN_PARSERS = {
     "falcon": ParserSpec(
         "falcon",
         turns=(
-            ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)|\Z)"),
-            ("assistant", r"Assistant: ?(?P<content>.*?)(?:(?P<end>\n\n)|\Z)"),
-            ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)|\Z)"),
+            ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
+            ("assistant", r"Assistant: ?(?P<content>.*?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
+            ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
         ),
     ),
     "deepseek": ParserSpec(
         "deepseek", prefix=r"<｜begin▁of▁sentence｜>|<s>|<\|begin_of_text\|>",
         turns=(
-            ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)|\Z)"),
+            ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
             ("assistant", r"Assistant: ?(?P<content>.*?)"
-                          r"(?:(?P<end><｜end▁of▁sentence｜>|</s>|<\|endoftext\|>|<\|im_end\|>|<\|end_of_text\|>)|(?=User: )|\Z)"),
-            ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)|\Z)"),
+                          r"(?:(?P<end><｜end▁of▁sentence｜>|</s>|<\|endoftext\|>|<\|im_end\|>|<\|end_of_text\|>|(?=User: ))|\Z)"),
+            ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
         ),
     ),
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from chatdata import History, add_chat_template
 from chatdata.templates import get_chat_template, list_chat_templates, registry
@@ -56,6 +57,30 @@ def test_torchrl_names_parse_back(qwen_tok, name):
     assert History.from_text(text, chat_template_name=name).to_chats() == CHAT
     cut = History.from_text(text[:-4], chat_template_name=name)
     assert cut.role == h.role and cut.is_complete == [True, True, True, False]
+
+
+TEXT = st.text(alphabet="ab \n", max_size=5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["deepseek", "falcon"]), system=st.one_of(st.none(), TEXT.filter(str.strip)),
+       turns=st.lists(st.tuples(TEXT, TEXT), min_size=1, max_size=3))
+def test_plain_text_names_keep_newlines_and_blank_lines_of_contents(qwen_tok, name, system, turns):
+    # a content ending with a newline or holding a blank line was cut at its first blank line, the
+    # rest read as a system message holding "Assistant: ..."
+    chat = [{"role": "system", "content": system}] if system is not None else []
+    for q, a in turns:
+        chat += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    text = History.from_chats(chat).apply_chat_template(tokenizer=qwen_tok, chat_template_name=name,
+                                                        add_generation_prompt=False)
+    assert History.from_text(text, chat_template_name=name).to_chats() == chat
+
+
+def test_deepseek_without_a_tokenizer_ends_an_assistant_turn_at_the_next_user():
+    # its EOS comes from the tokenizer: without one, only the next "User:" says the reply ended
+    chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    text = History.from_chats(chat).apply_chat_template(chat_template_name="deepseek", add_generation_prompt=False)
+    assert History.from_text(text, chat_template_name="deepseek").to_chats() == chat
 
 
 def test_dialogpt_writes_no_roles_so_it_has_no_parser():

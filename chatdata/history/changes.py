@@ -27,7 +27,7 @@ from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td import cat
 from .columns import CONTENT_ABSENT, DEFAULTS, FLAGS_KEY, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES, _stack, normalize_storage
 from .content import ContentBase
-from .field_checks import FIELD_RULES, check_content_rule, check_field
+from .field_checks import FIELD_RULES, check_content_rule, check_field, field_error
 from .ragged_ops import as_ragged, concat_rows, single_row
 
 __all__ = ["ChangeMethods", "int_index", "one_key", "own_columns", "storage_of"]
@@ -119,6 +119,14 @@ class ChangeMethods:
         if value is None and name in self._field_names and isinstance(storage, TensorDict):
             storage._tensordict[name] = NonTensorData(DEFAULTS.get(name), batch_size=storage.batch_size)
             return self
+        current = storage._tensordict.get(name) if isinstance(storage, TensorDict) else None
+        if inplace and isinstance(current, NonTensorData) and not (
+                current._is_memmap and current._disk is not None
+                and field_error(name, [value], storage.batch_size, constant=True) is None):
+            # a constant column is replaced, never changed in place: another History may hold the same
+            # object (a copy), and a refused value would be left in it. Only a loaded folder's constant
+            # takes one valid value in place (written through to the folder)
+            inplace = False
         super().set(key, value, inplace=inplace)
         if name == "content" and isinstance(storage, TensorDict) and isinstance(value, ContentBase):
             normalize_storage(storage)
@@ -336,10 +344,11 @@ def _same_shape_columns(h, other) -> dict:
 
 
 def own_columns(entries: dict) -> dict:
-    """``entries`` with each string column given its own index (the strings stay shared) and each
-    tensor column copied: ``h[i] = message`` writes into those in place, and must never write
-    into another History's."""
-    return {name: _own_tensor(e) if isinstance(e, torch.Tensor) else e.clone() if isinstance(e, NonTensorStack) else e
+    """``entries`` with each string column given its own index (the strings stay shared), each
+    tensor column copied and each constant a new object: ``h[i] = message`` and in-place sets
+    write into those, and must never write into another History's."""
+    return {name: _own_tensor(e) if isinstance(e, torch.Tensor) else e.clone() if isinstance(e, NonTensorStack) else
+            e.clone(recurse=False) if isinstance(e, NonTensorData) else e  # a constant: a new object, same value
             for name, e in entries.items()}
 
 

@@ -189,3 +189,20 @@ def test_responses_after_each_prompt_padded_and_stacked():
     assert out.role == [["assistant", "<none>", "<none>"], ["assistant", "user", "assistant"]]
     assert out.content == [["r0", "", ""], ["r1", "q", "r2"]]
     assert full[:, 1:].content == [["r0"], ["r1", "q", "r2"]]  # one prompt length: the ragged slice
+
+
+def test_writes_through_a_selection_of_a_batch_as_compat_md_says():
+    def batch():
+        return History.from_chats([[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+                                   [{"role": "user", "content": "x"}]])
+    h = batch()
+    h[0].content = ["Q", "R"]  # the selection's own column (tensordict's td[i]["a"] = x)
+    assert h.content == [["a", "b"], ["x"]]
+    h[0][1] = {"role": "system", "content": "Z"}
+    assert h.content == [["a", "Z"], ["x"]]
+    h = batch()
+    h[0].set("content", ["Q", "R"], inplace=True)
+    assert h.content == [["Q", "R"], ["x"]]
+    view = h[0]
+    view.set("is_complete", [False, True], inplace=True)  # a one-value column: replaced in the selection
+    assert view.is_complete == [False, True] and h.is_complete == [[True, True], [True]]

@@ -22,7 +22,8 @@ from .profile import TemplateProfile
 from .render import Renderer, prepare_chat
 from .message_words import _next_bound, _owned_end, _texts_end
 from .parts import message_texts
-from .turns import _first_eot, _join_back, _only_markup, turn_bounds
+from .turn_text import _first_eot, _join_back, _only_markup
+from .turns import turn_bounds
 
 _FAST_OK: dict[tuple, bool] = {}
 

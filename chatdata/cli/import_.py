@@ -230,7 +230,6 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
     sniffed from its first lines, then it is read."""
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
-    from ..io.stitch import streamable
     from ..td import RaggedTensorDict
     from ..td.storage import StreamWriter
 
@@ -334,7 +333,7 @@ def import_file(src, out, *, fmt: str = "auto", chunk_size: int = 8192, strict: 
             h = screened(h, name, [order for _, order in wheres], unit=unit, conv_tools=tools_of)
             if not h.batch_size[0]:
                 return
-        writer.append(streamable(h))  # kept rows that are all empty conversations: see chatdata.io.stitch
+        writer.append(h)
         stats.conversations += h.batch_size[0]
         stats.messages += int(h.conversation_offsets()[-1])
 

@@ -59,6 +59,10 @@ def _column_error(name: str, col) -> str | None:
     return f"column {name!r} is a {type(col).__name__}"
 
 
+def _empty_str_column(col) -> bool:
+    return isinstance(col, NonTensorStack) and col.batch_size.numel() == 0 and col._pool.kind == "str"
+
+
 def _check_flags(flags: torch.Tensor, where) -> None:
     # one single-threaded numpy pass over the bytes (negative int8 values are >= 128 as uint8)
     raw = flags.contiguous().reshape(-1).numpy().view(np.uint8)
@@ -84,8 +88,13 @@ def check_loaded_storage(storage, folder: Path) -> None:
     unknown = sorted(set(cols) - set(FIELDS) - {FLAGS_KEY})
     if unknown:
         raise FormatError(f"{where}: unknown History columns {unknown}; known: {[*FIELDS, FLAGS_KEY]}")
-    for name, col in cols.items():
+    for name, col in list(cols.items()):
         if name == FLAGS_KEY:
+            continue
+        if name in DEFAULTS and _empty_str_column(col):
+            # an empty JSON column that td's stream writer saved as str (before the kind of a column of
+            # no values was kept): no value can be wrong, read it as the default
+            cols[name] = NonTensorData(DEFAULTS[name], batch_size=col.batch_size)
             continue
         err = _column_error(name, col)
         if err is not None:

@@ -41,7 +41,6 @@ from .shard_manifest import (LOCK, MANIFEST, SHARDS, _empty_manifest, _format_er
                              new_shard_name, remove_empty, remove_replaced)
 from .shard_manifest import remove_job_shards  # noqa: F401 - re-exported for chatdata.ray
 from .sharded_dataset import ShardedDataset
-from .stitch import streamable
 
 __all__ = ["open_dataset", "ShardedDataset", "ShardedWriter", "MANIFEST", "is_sharded"]
 
@@ -161,7 +160,7 @@ class ShardedWriter:
                 self._open()
             take = min(n - a, self.shard_size - self._current_items)
             piece = chunk[a:a + take] if (a, take) != (0, n) else chunk
-            self._current.append(streamable(piece) if self.kind == "History" else piece)
+            self._current.append(piece)
             self._current_items += take
             a += take
             if self._current_items >= self.shard_size:

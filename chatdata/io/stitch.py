@@ -31,7 +31,7 @@ from ..history import History
 from ..history.columns import DEFAULTS, FIELDS, FLAGS_KEY
 from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, cat
 
-__all__ = ["stitch_histories", "empty_history", "as_conversations", "streamable"]
+__all__ = ["stitch_histories", "empty_history", "as_conversations"]
 
 COLUMNS = (*FIELDS, FLAGS_KEY)
 
@@ -62,23 +62,6 @@ def as_conversations(h: History, what: str) -> History:
                          f"got a History of batch {tuple(h.batch_size)}"
                          + (" (one message: unsqueeze(0) makes it a conversation)" if h.ndim == 0 else ""))
     return h
-
-
-def streamable(h: History) -> History:
-    """``h`` (a batch), or where it holds no message the same number of empty conversations with
-    default columns. td's StreamWriter writes a column of no values as a str column, which a History
-    refuses on load (``extra``, ``tool_calls``, ``is_complete`` must be JSON): a shard or an import
-    holding only empty conversations of a batch with such columns was written, then unreadable.
-
-    Example:
-        >>> h = History.from_chats([[], [{"role": "user", "content": "a", "name": "x"}]])
-        >>> streamable(h[0:1]).to_chats(), streamable(h) is h
-        ([[]], True)
-    """
-    if h.ndim != 2 or int(h.conversation_offsets()[-1]):
-        return h
-    n = int(h.batch_size[0])
-    return History.from_chats([[]] * max(n, 1))[0:n]
 
 
 def _column(piece: History, name: str, n: int):

@@ -281,7 +281,7 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
                 row0 += n
                 if h is None or not h.batch_size[0]:
                     continue
-                writer.append(h)  # ShardedWriter writes a chunk of only empty conversations readable (streamable)
+                writer.append(h)
                 stats.conversations += h.batch_size[0]
                 stats.messages += int(h.conversation_offsets()[-1])
         if before_close is not None:

@@ -247,3 +247,21 @@ def test_bulk_checks_name_the_culprit_at_depth_and_scale():
     chats[321] = [{"role": "user", "content": "x", "meta": (1,), "tool_calls": "no"}]
     with pytest.raises(ValueError, match=r"chat 321, message 0: 'meta' is a tuple"):
         History.from_chats(chats)
+
+
+def test_an_old_folder_with_an_empty_json_column_saved_as_str_loads(tmp_path):
+    """td's stream writer saved a JSON column of no value (only empty conversations) as a str
+    column before it kept the kind; such a folder loads (no value can be wrong) and saves again."""
+    path = tmp_path / "h"
+    History.from_chats([[], [{"role": "user", "content": "x", "name": "n"}]])[0:1].memmap(path)
+    _edit(_values_meta(path), lambda m: m["entries"]["extra"].update(encoding="str"))
+    assert json.loads(_values_meta(path).read_text())["entries"]["extra"]["shape"] == [0]
+    h = History.load_memmap(path)
+    assert h.to_chats() == [[]]
+    grown = h.extend(History.from_chats([[{"role": "user", "content": "y", "name": "m"}]]), inplace=False)
+    grown.memmap(tmp_path / "again")
+    assert History.load_memmap(tmp_path / "again").to_chats() == [[], [{"role": "user", "content": "y", "name": "m"}]]
+    # a str column that holds values stays refused
+    _edit(_values_meta(_saved(tmp_path / "full")), lambda m: m["entries"]["tool_calls"].update(encoding="str"))
+    with pytest.raises(FormatError, match="'tool_calls' is a str column; it must be json"):
+        History.load_memmap(tmp_path / "full" / "h").to_chats()

@@ -10,6 +10,8 @@ for a ragged stack (optionally wrapped in a tensorclass such as ``History``), in
 * the item (conversation) offsets go to ``_offsets.memmap``;
 * a column that holds one constant value (``NonTensorData``) in every chunk stays a ``value``
   entry; once chunks disagree, it becomes a string column (earlier rows written out then);
+* a string column's kind (``str`` or ``json``) is the one its values need; a chunk of no values
+  keeps its column's kind, so a JSON column that got no value is still saved as JSON;
 * ``close()`` writes the ``meta.json`` files (tensorclass -> ``_storage`` ragged -> ``_values``
   TensorDict) and swaps the temporary sibling folder into place atomically. On an error (or
   ``KeyboardInterrupt``) inside a ``with`` block, or on :meth:`abort`, the temporary folder is
@@ -201,14 +203,11 @@ class _Column:
         elif isinstance(value, NonTensorStack) and value._pool.is_packed and value.batch_dims == 1:
             # a packed column (e.g. from Arrow / another dataset): its bytes are written as they are
             data, off, kind = value.packed_column()
-            if self.state != "const" and not (kind == "str" and self.kind == "json"):
+            if self.state != "const" and not (kind == "str" and self.kind == "json" and self.rows):
                 if off.numel() != n + 1:
                     raise ValueError(f"{where}: {off.numel() - 1} values for {n} rows")
                 a, b = int(off[0]), int(off[-1])
-                if self.state is None:
-                    self._open_strings(kind)
-                elif kind == "json" and self.kind == "str":
-                    self._to_json_kind()
+                self._set_kind(kind, n)
                 self._write_strings(data[a:b], off - a if a else off, n)
                 return
             values = _stack_values(value)
@@ -222,12 +221,26 @@ class _Column:
             raise TypeError(f"{where}: cannot stream a {type(value).__name__}")
         if self.state == "const":
             self._materialize_const()
-        data, off, kind = _pack(values, self.kind)
+        data, off, kind = _pack(values, self.kind if self.rows else None)
+        if not values and isinstance(value, NonTensorStack):
+            kind = value.packed_column()[2]  # no value to tell: the column's own kind (json stays json)
+        self._set_kind(kind, n)
+        self._write_strings(data, off, n)
+
+    def _set_kind(self, kind: str, n: int) -> None:
+        """Open the string files, or change their kind for a chunk of ``kind`` with ``n`` values.
+        While no value is written the kind is free: a chunk of values decides it, a chunk of none
+        can only make it "json" (an empty JSON column stays one on disk: a History needs
+        ``tool_calls`` to be JSON also when no message has one). Then a chunk of JSON values turns
+        a str column into JSON (the strings so far rewritten as JSON text); an empty chunk changes
+        nothing."""
         if self.state is None:
             self._open_strings(kind)
-        elif kind == "json" and self.kind == "str":
+        elif not self.rows:
+            if n or kind == "json":
+                self.kind = kind
+        elif n and kind == "json" and self.kind == "str":
             self._to_json_kind()
-        self._write_strings(data, off, n)
 
     def close_files(self) -> None:
         """Close the files, keeping their checksums for :meth:`record_checksums`."""

@@ -46,7 +46,7 @@ def column_key(stack):
     or it picks values out of order (nothing is memoised then)."""
     pool = getattr(stack, "_pool", None)
     rng = getattr(stack, "_rng", None)
-    if pool is None or rng is None or rng.step != 1 or not pool.is_packed or pool._extras:
+    if pool is None or rng is None or getattr(stack, "_shape", None) is not None or rng.step != 1 or not pool.is_packed or pool._extras:
         return None
     return pool.data, pool.offsets, rng.start, rng.stop
 

@@ -286,12 +286,22 @@ class CollectionOps:
         return out
 
     def empty(self, recurse: bool = False) -> "TensorDict":
-        """A TensorDict with the same batch size and device and no entries."""
+        """A TensorDict with the same batch size and device and no entries; ``recurse=True``
+        keeps the nested TensorDicts (emptied too) and, as tensordict does, the text leaves
+        (``NonTensorData``, ``NonTensorStack``: the same objects, as a shallow copy holds them).
+
+        Example:
+            >>> td = TensorDict({"x": torch.zeros(2), "s": ["a", "b"], "n": {"y": torch.ones(2)}}, [2])
+            >>> sorted(td.empty(recurse=True).keys(True)), list(td.empty().keys())
+            (['n', 's'], [])
+        """
         out = self._new_unsafe({}, self._batch_size, self._device)
         if recurse:
             for k, v in self._tensordict.items():
                 if isinstance(v, _td()):
                     out._tensordict[k] = v.empty(recurse=True)
+                elif isinstance(v, (NonTensorData, NonTensorStack)):
+                    out._tensordict[k] = v
         return out
 
 

@@ -1,7 +1,7 @@
 """The TensorDict methods RL code calls most, beyond the core ones: lock methods that work as
 context managers, ``setdefault``, ``to_tensordict``, ``set_non_tensor``, dtype casts,
 ``new_*`` constructors, element-wise arithmetic and comparisons with tensors, numbers and
-other TensorDicts, and ``where`` / ``repeat_interleave``.
+other TensorDicts, and ``repeat_interleave`` (``where``: :mod:`.where`).
 
 Example:
     >>> td = TensorDict({"a": torch.ones(2)}, [2]).lock_()
@@ -301,25 +301,6 @@ class ExtraMethods:
 
     def sqrt(self):
         return self.apply(torch.sqrt)
-
-    def where(self, condition, other, *, out=None, pad=None):
-        """``torch.where(condition, self, other)`` leaf by leaf (``condition`` over the batch)."""
-        nb = len(self.batch_size)
-
-        def fn(a, b):
-            cond = condition.reshape(condition.shape + (1,) * (a.ndim - condition.ndim)) if a.ndim > nb else condition
-            return torch.where(cond, a, b)
-
-        if isinstance(other, (numbers.Number, torch.Tensor)):  # one value for every leaf (it was "'int' has no 'get'")
-            res = self.apply(lambda a: fn(a, other))
-        else:
-            if pad is None and is_collection(other):  # an entry of other alone would silently drop out
-                check_same_keys(self, other, "where")
-            res = self.apply(fn, other)
-        if out is not None:
-            out.update_(res)
-            return out
-        return res
 
     def tensor_split(self, indices_or_sections, dim: int = 0):
         """Split along batch dim ``dim`` like ``torch.tensor_split``."""

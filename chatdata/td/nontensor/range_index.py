@@ -6,9 +6,11 @@ element) stays a ``range`` until something writes into it; a slice of it is a sm
 A view must still see the writes of its source and the source those of its views, as with a
 tensor index. So a range-indexed stack and the range views sliced from it form a group (weak
 references, so dead views drop out): the first write into any of them materialises one tensor for the
-whole group, and every live member becomes a view of it. Reads never materialise anything; a
-shape operation that gives a view of another shape (``reshape(2, 2)``, ``unsqueeze``) does, so
-that writes through it reach the stack (one that keeps the shape, ``reshape(-1)``, shares the range).
+whole group, and every live member becomes a view of it. Reads never materialise anything. A
+shape operation that reads the ids in the same order (``unsqueeze``, ``squeeze``, ``reshape(2, 2)``,
+``flatten``) keeps the range, with a shape, and joins the group: O(1). Any other view
+(``permute``, ``expand``) and indexing a reshaped one materialise the group first, so that writes
+through it reach the stack.
 
 Example:
     >>> from chatdata.td import NonTensorStack
@@ -64,7 +66,9 @@ def materialise(stack) -> None:
             m._idx = base[r.start - lo:r[-1] - lo + 1:r.step]
         else:
             m._idx = range_tensor(r)
-        m._rng = None
+        if m._shape is not None:  # a reshaped range (unsqueeze of a column): a view of that shape
+            m._idx = m._idx.view(m._shape)
+        m._rng, m._shape = None, None
         m.__dict__.pop("_range_group", None)
 
 

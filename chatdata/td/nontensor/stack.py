@@ -85,15 +85,18 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         stacked = torch.stack([i if is_non_tensor(i) else NonTensorData(i) for i in items], stack_dim)
         if isinstance(stacked, NonTensorData):
             stacked = stacked.maybe_to_stack()
-        self._init(stacked._rng if stacked._idx is None else stacked._idx, stacked._pool, device if device is not None else stacked._device)
+        self._init(stacked._rng if stacked._idx is None else stacked._idx, stacked._pool, device if device is not None else stacked._device,
+                   stacked._shape)
 
-    def _init(self, index, pool: Pool, device):
-        # the index is a tensor, or (1-D, not yet materialised) a Python range: loading or
-        # building a column of n values then costs O(1), and contiguous slices stay ranges
+    def _init(self, index, pool: Pool, device, shape=None):
+        # the index is a tensor, or (not yet materialised) a Python range: loading or building
+        # a column of n values then costs O(1), and contiguous slices stay ranges. ``shape``: the
+        # batch shape of a range read in C order (unsqueeze / reshape of a range stack), None for 1-D
         if isinstance(index, range):
             self._idx, self._rng = None, index
+            self._shape = None if shape is None or len(shape) == 1 else torch.Size(shape)
         else:
-            self._idx, self._rng = index, None
+            self._idx, self._rng, self._shape = index, None, None
         self._pool = pool
         self._device = _device(device)
 
@@ -107,14 +110,14 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
 
     @_index_t.setter
     def _index_t(self, value: torch.Tensor) -> None:
-        self._idx, self._rng = value, None
+        self._idx, self._rng, self._shape = value, None, None
 
     @property
     def _index_view(self) -> torch.Tensor:
         """The index as a tensor, for reading: a range stays a range (a contiguous stack keeps
         its zero-copy paths: ``packed_column``, saving a loaded column as it is)."""
         if self._idx is None:
-            return range_tensor(self._rng)
+            return range_tensor(self._rng) if self._shape is None else range_tensor(self._rng).view(self._shape)
         return self._idx
 
     def __getstate__(self):
@@ -134,7 +137,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         return flat.tolist() if run is None else run
 
     def _index(self, index):
-        if self._idx is None:  # 1-D range: ints and slices need no tensor at all
+        if self._idx is None and self._shape is None:  # 1-D range: ints and slices need no tensor at all
             it = index[0] if isinstance(index, tuple) and len(index) == 1 else index
             if isinstance(it, slice):
                 return self._view(self._rng[it])
@@ -144,8 +147,9 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
                     raise IndexError(f"index {it} is out of range for a stack of {n} values")
                 return self._element(self._rng[it], it)
         # the index tensor is the batch: indexing it validates the index and gives the result
-        norm = normalize_index(index, self._index_view.ndim)
-        index = self._index_view[norm]
+        norm = normalize_index(index, self.batch_dims)
+        # a shaped range (unsqueeze of a column) becomes a tensor first: a view of it must write here
+        index = (self._index_view if self._shape is None else self._index_t)[norm]
         if index.ndim == 0:
             return self._element(int(index), norm)
         return self._view(index)
@@ -166,9 +170,9 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         return out
 
     @classmethod
-    def _from_parts(cls, index: torch.Tensor, pool: Pool, device=None) -> "NonTensorStack":
+    def _from_parts(cls, index: torch.Tensor, pool: Pool, device=None, shape=None) -> "NonTensorStack":
         obj = cls.__new__(cls)
-        obj._init(index, pool, device)
+        obj._init(index, pool, device, shape)
         return obj
 
     @classmethod
@@ -192,7 +196,9 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
     # -- basic properties ----------------------------------------------------------------
     @property
     def batch_size(self) -> torch.Size:
-        return torch.Size([len(self._rng)]) if self._idx is None else self._idx.shape
+        if self._idx is None:
+            return torch.Size([len(self._rng)]) if self._shape is None else self._shape
+        return self._idx.shape
 
     @property
     def device(self):
@@ -212,6 +218,10 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         return _nested_list(self._pool.take(self._ids()), self.batch_size)
 
     def _apply_batch_fn(self, fn, batch_size):
+        if self._idx is None:
+            shaped = self._range_reshape(fn)
+            if shaped is not None:
+                return shaped
         source = self._index_view
         index = fn(source)
         if self._idx is None and index.numel() and index.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
@@ -223,12 +233,27 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
             return NonTensorData(self._pool.get(int(index)), batch_size=(), device=self._device)
         return self._view(index)
 
+    def _range_reshape(self, fn):
+        """``fn`` of a range-indexed stack in O(1) when it is a reshape (unsqueeze, squeeze,
+        view, flatten, unflatten: a view that reads the same ids in the same order): a stack of
+        the same range, in the group of this one's views, with the new shape; else None. A
+        meta tensor tells what ``fn`` does without building the index."""
+        probe = torch.empty(self.batch_size, dtype=torch.long, device="meta")
+        out = fn(probe)
+        if not out.ndim or not out.numel() or not (out is probe or out._base is probe) \
+                or out.storage_offset() or not out.is_contiguous() or out.numel() != probe.numel():
+            return None
+        view = self._view(self._rng)
+        view._shape = None if out.ndim == 1 else out.shape
+        return view
+
     def __getitem__(self, index):
         if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(i, str) for i in index)):
             return self.get(index)
         return self._index(index)
 
     # -- lock and memory-mapped state (a stack memory-mapped on its own: ``stack.memmap_(path)``) --
+    _shape = None  # the batch shape of a range index read in C order (None: 1-D); see _init
     _is_memmap = False
     _is_locked = False
     _is_shared = False
@@ -248,7 +273,7 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
             self._disk.write_stack(self)
         except BaseException:  # a value the format refuses: the stack keeps its old values
             if before[0] is None:  # the write materialised the range (for its views too): refill it
-                self._idx.copy_(range_tensor(before[1]))
+                self._idx.copy_(range_tensor(before[1]).view(self._idx.shape))
             else:
                 self._idx.copy_(before[0])  # in place: views of this stack see the rollback
             raise
@@ -314,7 +339,8 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
 
     def clone(self, recurse: bool = True):
         """A copy with its own index (the pool is shared: values are never mutated in place)."""
-        return NonTensorStack._from_parts(self._rng if self._idx is None else self._idx.clone(), self._pool, self._device)
+        return NonTensorStack._from_parts(self._rng if self._idx is None else self._idx.clone(), self._pool, self._device,
+                                          self._shape)
 
     def __eq__(self, other):
         mine = self._pool.take(self._ids())

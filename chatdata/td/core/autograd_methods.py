@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from .pipeline_methods import without_text_columns
+
 __all__ = ["AutogradMethods"]
 
 
@@ -72,7 +74,9 @@ class AutogradMethods:
         dims = tuple(sorted(self._norm_dim(d) for d in dims))
         bs = [s if i not in dims else 1 for i, s in enumerate(self.batch_size)] if keepdim else \
             [s for i, s in enumerate(self.batch_size) if i not in dims]
-        return self.apply(lambda t: op(t if dtype is None else t.to(dtype), dim=dims, keepdim=keepdim), batch_size=bs)
+        # a text column is not reduced: left out (kept, it no longer fitted the batch: keepdim=True gave a (1,) TensorDict holding a (n,) column)
+        return without_text_columns(self).apply(lambda t: op(t if dtype is None else t.to(dtype), dim=dims, keepdim=keepdim),
+                                                batch_size=bs)
 
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None, reduce: bool = False):
         """Sum each leaf (all its dims, or the batch dims ``dim``); ``reduce=True`` sums the

@@ -24,6 +24,8 @@ from .repr import td_repr
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
 from .td_methods import ExtraMethods
 from .where import WhereMethods
+from .pipeline_methods import PipelineMethods
+from .row_methods import RowMethods
 from .module_params import ModuleParams
 from .autograd_methods import AutogradMethods
 from .writes import WriteMethods, write_into
@@ -77,7 +79,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(WriteMethods, WhereMethods, ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Batched):
+class TensorDict(WriteMethods, WhereMethods, PipelineMethods, RowMethods, ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:

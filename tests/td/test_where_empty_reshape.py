@@ -73,6 +73,9 @@ def test_where_out_writes_in_place_and_adds_new_keys():
     (lambda: _a().where(COND, _a()[:2]), RuntimeError, r"batch size \(2,\)"),
     (lambda: _a().where(COND, TensorDict({"x": torch.zeros(3), "s": torch.zeros(3)}, [3])), TypeError, "'s' is text"),
     (lambda: _a().where(COND, "z"), TypeError, "select"),
+    (lambda: _a().where(COND, TensorDict({"x": torch.zeros(3), "s": {"k": torch.zeros(3)}}, [3]), pad=0), TypeError, "'s' is text"),
+    (lambda: TensorDict({"n": {"k": torch.zeros(3)}}, [3]).where(COND, TensorDict({"n": torch.zeros(3)}, [3]), pad=0),
+     TypeError, "'n' is a nested TensorDict"),
     (lambda: _b().where(COND, _a(), pad="-"), TypeError, "pad '-'"),
     (lambda: _a().where(torch.tensor([True, False]), _a()), RuntimeError, "size"),
 ])

@@ -368,7 +368,9 @@ class RaggedTensorDict(Batched):
             flat = self._values.tolist() if isinstance(self._values, NonTensorStack) else [self._values.data] * self.numel()
             off = self._offsets.tolist()
             return [flat[a:b] for a, b in zip(off[:-1], off[1:])]
-        return [row.tolist() if hasattr(row, "tolist") else row for row in self]
+        # rows as lists, but TensorDict and tensorclass rows as they are (TensorDict.tolist() gives dicts)
+        return [row.tolist() if hasattr(row, "tolist") and not (hasattr(row, "_tensordict") or hasattr(row, "_storage"))
+                else row for row in self]
 
     def to_dict(self, retain_none: bool = True) -> dict:
         """Plain dicts, one entry per key as :meth:`get` gives it: a tensor entry as a dense

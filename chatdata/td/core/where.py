@@ -56,14 +56,18 @@ def _pick(key, a, b, cond, pad, where, td_cls):
         if isinstance(a, NonTensorData) and isinstance(b, NonTensorData) and type(a.data) is type(b.data) \
                 and a.data == b.data:
             return a  # one value both sides: kept a constant
-        if a is not _MISSING and isinstance(b, torch.Tensor) or b is not _MISSING and isinstance(a, torch.Tensor):
-            raise TypeError(f"{where}: {key!r} is text in one TensorDict and a tensor in the other")
+        wrong = [o for o in (a, b) if isinstance(o, torch.Tensor) or is_collection(o) and not is_non_tensor(o)]
+        if wrong:
+            other = wrong[0]
+            raise TypeError(f"{where}: {key!r} is text in one TensorDict and a {type(other).__name__} in the other")
         bs = side.batch_size
         c = _tensor_cond(cond, len(bs))
         if a is _MISSING:
             return _text(b).where(~c, pad)
         return _text(a).where(c, pad if b is _MISSING else _text(b))
     if isinstance(side, td_cls):
+        if any(o is not _MISSING and not isinstance(o, td_cls) for o in (a, b)):
+            raise TypeError(f"{where}: {key!r} is a nested TensorDict in one TensorDict only, a leaf in the other")
         return _where(a, b, cond, pad, where, td_cls, template=side)
     if a is _MISSING or b is _MISSING:
         raise KeyError(f"{where}: {key!r} ({type(side).__name__}) is in one TensorDict only")

@@ -239,7 +239,10 @@ class NonTensorStack(_StateFlags, ColumnMethods, Batched):
         the same range, in the group of this one's views, with the new shape; else None. A
         meta tensor tells what ``fn`` does without building the index."""
         probe = torch.empty(self.batch_size, dtype=torch.long, device="meta")
-        out = fn(probe)
+        try:
+            out = fn(probe)
+        except (RuntimeError, NotImplementedError, TypeError, IndexError):  # an op meta tensors lack: the tensor path
+            return None
         if not out.ndim or not out.numel() or not (out is probe or out._base is probe) \
                 or out.storage_offset() or not out.is_contiguous() or out.numel() != probe.numel():
             return None

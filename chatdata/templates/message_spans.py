@@ -202,7 +202,7 @@ def message_spans(renderer: Renderer, chat: Sequence[Mapping], text: str, messag
         out[k].append((s, e))
     if mask_eot:
         for k, spans in out.items():
-            if spans:
+            if spans and chat[k].get("is_complete") is not False:  # an unfinished message never wrote it
                 s, e = spans[-1]
                 spans[-1] = (s, _end_of_turn(text, e, profile.eots))
     return out

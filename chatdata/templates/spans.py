@@ -100,7 +100,7 @@ def render_chats_with_spans(
             text, sp = render_in_batch(renderer, chat, i, len(chats), track=True,
                                        continue_final_message=continue_final_message)
             sp = [(a, min(b, len(text))) for a, b in sp if a < len(text)]  # cut by continue_final_message
-            if not (mask_eot and mask_reasoning):
+            if not (mask_eot and mask_reasoning) or any(m.get("is_complete") is False for m in chat):
                 sp = tagged_spans_with_options(text, sp, chat, template_profile(renderer),
                                                mask_reasoning=mask_reasoning, mask_eot=mask_eot)
         else:

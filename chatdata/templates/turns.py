@@ -260,12 +260,13 @@ def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfi
     for n, (k, s, e, eot) in enumerate(bounds):
         message = chat[k]
         limit = bounds[n + 1][1] if n + 1 < len(bounds) else len(text)
-        if not mask_eot:
+        own_eot = mask_eot and message.get("is_complete") is not False  # an unfinished reply never wrote it
+        if not own_eot:
             e = eot
             while e > s and text[e - 1].isspace() and not _content_ends_with_space(message):
                 e -= 1
         pieces = [(s, e)] if mask_reasoning else _without_reasoning(text, s, e, message)
-        pieces += _stray_pieces(text, message, s, e, limit, profile, mask_eot)
+        pieces += _stray_pieces(text, message, s, e, limit, profile, own_eot)
         spans.extend(p for p in pieces if p[1] > p[0])
     return spans
 
@@ -366,7 +367,8 @@ def tagged_spans_with_options(text: str, spans: Sequence[tuple[int, int]], chat:
                               *, mask_reasoning: bool = True, mask_eot: bool = True) -> list[tuple[int, int]]:
     """``{% generation %}`` spans with the options applied: ``mask_eot=False`` drops the
     end-of-turn texts a span ends with, ``mask_reasoning=False`` cuts the reasoning of any
-    assistant message found in a span.
+    assistant message found in a span. When there is one span per assistant message, the span of
+    an unfinished one (``is_complete: False``) drops them too: the model never wrote them.
 
     Example:
         >>> tagged_spans_with_options("a<|im_end|>", [(0, 11)], [], TemplateProfile(["<|im_end|>"]), mask_eot=False)
@@ -375,8 +377,9 @@ def tagged_spans_with_options(text: str, spans: Sequence[tuple[int, int]], chat:
     out: list[tuple[int, int]] = []
     assistants = [m for m in chat if m.get("role") == "assistant"]
     quoting = [p for m in assistants for p in _owned_pieces(m) if any(x in p for x in profile.eots)]
-    for s, e in spans:
-        if not mask_eot:
+    one_each = len(spans) == len(assistants)
+    for n, (s, e) in enumerate(spans):
+        if not mask_eot or one_each and assistants[n].get("is_complete") is False:
             hit = _last_eot(text, profile.eots, s, e) if profile.eots else None
             if hit is not None and not text[hit[1]:e].strip():
                 # an answer that quotes the end-of-turn text keeps it: the end is the one after it

@@ -204,6 +204,7 @@ _THINK = r"\s*(?:<think>)?(.*?)</think>"  # the generation prompt may already ho
 # a "User:"/"Assistant:" turn ends at the blank line before the next header (or the end of the text):
 # a content that ends with a newline or holds a blank line stays whole
 _NEXT_PLAIN = r"(?=User: |Assistant:|\Z)"
+_DEEPSEEK_EOS = r"<｜end▁of▁sentence｜>|</s>|<\|endoftext\|>|<\|im_end\|>|<\|end_of_text\|>"
 
 BUILTIN_PARSERS = {
     "chatml_format": ParserSpec("chatml_format", turns=((None, _CHATML_TURN),), stop=_CHATML_STOP,
@@ -273,8 +274,10 @@ BUILTIN_PARSERS = {
         "deepseek", prefix=r"<｜begin▁of▁sentence｜>|<s>|<\|begin_of_text\|>",
         turns=(
             ("user", r"User: (?P<content>.*?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
-            ("assistant", r"Assistant: ?(?P<content>.*?)"
-                          r"(?:(?P<end><｜end▁of▁sentence｜>|</s>|<\|endoftext\|>|<\|im_end\|>|<\|end_of_text\|>|(?=User: ))|\Z)"),
+            # a reply ends at its EOS; at the next "User: " only in a text holding no EOS after it (rendered
+            # without a tokenizer, the EOS is empty): a reply that says "User: " before its EOS keeps it
+            ("assistant", r"Assistant: ?(?P<content>.*?)(?:(?P<end>" + _DEEPSEEK_EOS + r"|(?=User: )(?!.*?(?:"
+                          + _DEEPSEEK_EOS + r")))|\Z)"),
             ("system", r"(?!User: |Assistant:)(?P<content>.+?)(?:(?P<end>\n\n)" + _NEXT_PLAIN + r"|\Z)"),
         ),
     ),

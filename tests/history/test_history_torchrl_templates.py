@@ -83,6 +83,12 @@ def test_deepseek_without_a_tokenizer_ends_an_assistant_turn_at_the_next_user():
     assert History.from_text(text, chat_template_name="deepseek").to_chats() == chat
 
 
+def test_deepseek_reply_that_says_user_before_its_eos_stays_whole():
+    text = "User: hi\n\nAssistant: Type User: then your name<｜end▁of▁sentence｜>"
+    assert History.from_text(text, chat_template_name="deepseek").to_chats() == [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Type User: then your name"}]
+
+
 def test_dialogpt_writes_no_roles_so_it_has_no_parser():
     with pytest.raises(ValueError, match="no output parser"):
         History.from_text("Hello</s>", chat_template_name="dialogpt")

@@ -41,7 +41,7 @@ def test_where_with_pad_keeps_the_keys_of_either_side():
     r = _a().where(COND, _b(), pad=0)
     assert list(r.keys()) == ["x", "s", "y", "t"]
     assert r["y"].tolist() == [0.0, 1.0, 0.0]
-    assert r["t"] == [0, "q", 0]  # pad where self (which lacks t) is picked; tensordict keeps ['p', 'q', 'r']
+    assert r["t"] == ["p", "q", "r"]  # a number cannot fill text: other's column kept whole, as tensordict does
     r = _b().select("s", "t").where(COND, _a().select("s"), pad="-")
     assert r["t"] == ["p", "-", "r"] and r["s"] == ["A", "b", "C"]
     nested = TensorDict({"n": {"x": torch.zeros(3)}}, [3]).where(
@@ -125,3 +125,12 @@ def test_a_reshaped_column_indexes_copies_and_pickles_like_a_tensor():
     assert pickle.loads(pickle.dumps(r))["s"] == [["a", "b", "c"], ["d", "e", "F"]]
     assert torch.stack([r, r]).get("s").batch_size == torch.Size([2, 2, 3])
     assert td[:0].unsqueeze(0).get("s").batch_size == torch.Size([1, 0])
+
+
+def test_where_pad_fills_a_one_sided_text_column_only_with_a_string():
+    a = TensorDict({"x": torch.zeros(3)}, [3])
+    b = TensorDict({"x": torch.ones(3), "s": ["A", "B", "C"]}, [3])
+    cond = torch.tensor([True, False, True])
+    r = a.where(cond, b, pad=0)  # no mixed str/int column: the side holding it is kept whole
+    assert list(r["s"]) == ["A", "B", "C"] and r["x"].tolist() == [0.0, 1.0, 0.0]
+    assert list(a.where(cond, b, pad="-")["s"]) == ["-", "B", "-"]

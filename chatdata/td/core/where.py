@@ -60,6 +60,8 @@ def _pick(key, a, b, cond, pad, where, td_cls):
         if wrong:
             other = wrong[0]
             raise TypeError(f"{where}: {key!r} is text in one TensorDict and a {type(other).__name__} in the other")
+        if (a is _MISSING or b is _MISSING) and not isinstance(pad, str):
+            return side  # a number cannot fill a string column: kept whole, as tensordict keeps it
         bs = side.batch_size
         c = _tensor_cond(cond, len(bs))
         if a is _MISSING:

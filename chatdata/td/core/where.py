@@ -22,7 +22,7 @@ import torch
 
 from .convert import is_collection
 from .keys import check_same_keys
-from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from ..nontensor import NonTensorData, is_non_tensor
 
 __all__ = ["WhereMethods"]
 

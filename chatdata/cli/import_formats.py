@@ -129,9 +129,9 @@ def to_messages(rec, fmt: str = "auto") -> list:
             "openai": '{"messages": [...]}', "sharegpt": '{"conversations": [...]}',
             "bare": "a list of messages"}[fmt]
     got = f"an object with keys {sorted(rec)[:5]}" if isinstance(rec, dict) else f"a {type(rec).__name__}"
-    hint = ""
-    if fmt != "auto" and to_messages_shape(rec) not in (None, fmt):  # a --format that is not the data's
-        hint = f" (this record is {to_messages_shape(rec)}: pass --format {to_messages_shape(rec)}, or leave --format out)"
+    hint, shape = "", to_messages_shape(rec)
+    if fmt != "auto" and shape not in (None, fmt):  # a --format that is not the data's
+        hint = f" (this record is {shape}: pass --format {shape}, or leave --format out)"
     raise ValueError(f"expected {want}, got {got}{hint}")
 
 

@@ -48,11 +48,16 @@ def without_text_columns(td):
         >>> list(without_text_columns(TensorDict({"s": ["a"], "c": "k"}, [1])).keys())
         ['c']
     """
+    return _without(td, NonTensorStack)
+
+
+def _without(td, kinds):
+    """``td`` (nested TensorDicts walked too) without its leaves of the types ``kinds``."""
     out = td._new_unsafe({}, td.batch_size, td.device)
     for k, v in td._tensordict.items():
         if isinstance(v, type(td)):
-            out._tensordict[k] = without_text_columns(v)
-        elif not isinstance(v, NonTensorStack):
+            out._tensordict[k] = _without(v, kinds)
+        elif not isinstance(v, kinds):
             out._tensordict[k] = v
     return out
 
@@ -212,13 +217,7 @@ class PipelineMethods:
             >>> list(TensorDict({"x": torch.zeros(1), "s": ["a"]}, [1]).filter_non_tensor_data().keys())
             ['x']
         """
-        out = self._new_unsafe({}, self.batch_size, self.device)
-        for k, v in self._tensordict.items():
-            if isinstance(v, type(self)):
-                out._tensordict[k] = v.filter_non_tensor_data()
-            elif not is_non_tensor(v):
-                out._tensordict[k] = v
-        return out
+        return _without(self, (NonTensorData, NonTensorStack))
 
     def non_tensor_items(self, include_nested: bool = False):
         """``(key, leaf)`` of every text leaf (a ``NonTensorData`` or ``NonTensorStack``), as a tuple.
@@ -297,10 +296,17 @@ class PipelineMethods:
             [s for i, s in enumerate(self.batch_size) if i not in dims]
         if what in ("amax", "amin"):
             return tensors.apply(lambda t: op(t, dim=dims, keepdim=keepdim), batch_size=bs)
-        values = tensors.apply(lambda t: op(t, dim=dims[0], keepdim=keepdim).values, batch_size=bs)
+        indices_of = {}  # one reduction per leaf: its indices are kept for the second TensorDict
+
+        def values_of(t):
+            r = op(t, dim=dims[0], keepdim=keepdim)
+            indices_of[id(t)] = r.indices
+            return r.values
+
+        values = tensors.apply(values_of, batch_size=bs)
         if not return_indices:
             return values
-        indices = tensors.apply(lambda t: op(t, dim=dims[0], keepdim=keepdim).indices, batch_size=bs)
+        indices = tensors.apply(lambda t: indices_of[id(t)], batch_size=bs)
         return getattr(torch.return_types, what)((values, indices))
 
     def max(self, dim=None, keepdim: bool = False, *, reduce: bool = False, return_indices: bool = True):

@@ -4,8 +4,9 @@
 The condition lines up with the leading batch dims (a condition of shape ``(B,)`` picks whole
 rows of a ``(B, T)`` TensorDict, as tensordict does). Text leaves (``NonTensorStack``,
 ``NonTensorData``) are picked element by element like tensors. With ``pad``, a key held by one
-side only is kept, ``pad`` standing in for the missing side (tensordict's rule for tensors; it
-applies to text leaves here too); without ``pad`` such a key is a KeyError.
+side only is kept, ``pad`` standing in for the missing side (tensordict's rule for tensors; a str
+pad does it for text leaves too, any other pad keeps such a text leaf whole, as tensordict does);
+without ``pad`` such a key is a KeyError.
 
 Example:
     >>> a = TensorDict({"x": torch.zeros(3), "s": ["a", "b", "c"]}, [3])

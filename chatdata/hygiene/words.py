@@ -2,12 +2,16 @@
 
 Normalization (the definition): format characters (Unicode category Cf in the Basic Multilingual
 Plane: zero-width spaces and joiners, soft hyphens, byte-order marks, bidi controls) are dropped,
-then NFKC and case folding (``str.casefold``); a *word* is a maximal run of letters, digits and underscores
-(regex ``\\w``); everything else separates words. ``"Don't STOP!"`` gives the words ``don``, ``t``,
-``stop``; ``"ＳＴＲＡ\\u00adSSE"`` and ``"straße"`` both give ``strasse``, so a benchmark prompt copied
-with full-width letters, ligatures or zero-width characters is still found. ASCII texts take a
-byte-level path (one ``bytes.translate`` over the chunk, one ``split``): for them the rule is
-lowercasing; other texts are normalized and cleaned with two regexes each first.
+then NFKC and case folding (``str.casefold``); a *word* is a maximal run of letters, digits,
+underscores (regex ``\\w``) and combining marks (Unicode M of the BMP, variation selectors left
+out: the vowel signs of Devanagari and other Indic scripts are part of their words, so ``"काम"``
+and ``"कम"`` differ), except that each character of a script written without spaces (Han,
+kana, Thai, Lao, Khmer, Myanmar: :data:`SOLO_CHARS`) is a word by itself, so a Chinese text is
+compared character by character; everything else separates words. ``"Don't STOP!"`` gives the
+words ``don``, ``t``, ``stop``; ``"ＳＴＲＡ\\u00adSSE"`` and ``"straße"`` both give ``strasse``, so a
+benchmark prompt copied with full-width letters, ligatures or zero-width characters is still found.
+ASCII texts take a byte-level path (one ``bytes.translate`` over the chunk, one ``split``): for
+them the rule is lowercasing; other texts are normalized and cleaned with regexes each first.
 
 Each word is hashed with xxh3-64; an n-gram's hash is a polynomial over its words' hashes,
 computed for all positions of all texts with ``n`` vectorised numpy passes (uint64, wrapping),
@@ -29,9 +33,8 @@ import unicodedata
 import numpy as np
 import xxhash
 
-__all__ = ["word_hashes", "ngram_hashes", "words_of", "fold", "FORMAT", "FORMAT_CHARS"]
+__all__ = ["word_hashes", "ngram_hashes", "words_of", "fold", "FORMAT", "FORMAT_CHARS", "MARK_CHARS", "SOLO_CHARS"]
 
-_NON_WORD = re.compile(r"[^\w\x00]+")
 # Unicode category Cf of the Basic Multilingual Plane (unicodedata 14): invisible inside a word, so
 # not a word boundary. (The few Cf characters beyond it, emoji tags and some historic scripts'
 # controls, are left out: a class with them makes the search four times slower.)
@@ -40,6 +43,21 @@ FORMAT_CHARS = "".join(chr(c) for lo, hi in ((0xAD, 0xAD), (0x600, 0x605), (0x61
                                              (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
                                              (0xFFF9, 0xFFFB)) for c in range(lo, hi + 1))
 FORMAT = re.compile("[" + FORMAT_CHARS + "]")
+# Combining marks (Unicode Mn, Mc, Me) of the BMP, variation selectors left out (an emoji's U+FE0F
+# is no word): part of a word, as the vowel signs and viramas of Indic scripts are. (\\w alone
+# splits "हिन्दी" into three "words" and folds "है" and "हो" into one.)
+MARK_CHARS = "".join(chr(c) for c in range(0x300, 0x10000) if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")
+                     and not (0xFE00 <= c <= 0xFE0F or 0x180B <= c <= 0x180F))
+# Scripts written without spaces between words: each character is a word by itself (a run of
+# them would be one "word" per clause, so one changed character would change the whole clause).
+SOLO_RANGES = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x2E80, 0x2FDF), (0x3005, 0x3007),
+               (0x3021, 0x3029), (0x3031, 0x3035), (0x3038, 0x303C), (0x3040, 0x30FF), (0x31F0, 0x31FF),
+               (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x3134F))
+SOLO_CHARS = "".join(f"{chr(a)}-{chr(b)}" for a, b in SOLO_RANGES)  # a regex class body
+_SOLO = re.compile("[" + SOLO_CHARS + "]")
+_NON_WORD = re.compile("[^\\w\x00" + re.escape(MARK_CHARS) + "]+")
+_WORD_CHAR = "[\\w" + re.escape(MARK_CHARS) + "]"  # (the ranges above hold some punctuation: not words)
+_WORD = re.compile(f"(?={_WORD_CHAR})[{SOLO_CHARS}]|(?:(?![{SOLO_CHARS}]){_WORD_CHAR})+")
 _TABLE = bytearray(range(256))
 for _c in range(128):
     _ch = chr(_c)
@@ -68,16 +86,19 @@ def words_of(text: str) -> list[str]:
     """The words of one text (the reference of the normalization; the bulk path agrees).
 
     Example:
-        >>> words_of("Café, CAFÉ; naïve_x 42")
-        ['café', 'café', 'naïve_x', '42']
+        >>> words_of("Café, CAFÉ; naïve_x 42 東京")
+        ['café', 'café', 'naïve_x', '42', '東', '京']
     """
-    return re.findall(r"\w+", fold(text))
+    return _WORD.findall(fold(text))
 
 
 def _clean(text: str) -> bytes:
     if text.isascii():
         return text.encode()
-    return _NON_WORD.sub(" ", fold(text).replace("\x00", " ")).encode("utf-8", "surrogatepass")
+    words = _NON_WORD.sub(" ", fold(text).replace("\x00", " "))
+    if _SOLO.search(words):
+        words = _SOLO.sub(r" \g<0> ", words)
+    return words.encode("utf-8", "surrogatepass")
 
 
 def word_hashes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

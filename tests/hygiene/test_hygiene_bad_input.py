@@ -55,7 +55,8 @@ def test_case_folding_and_compatibility_forms():
                          ["die straße ist die hauptstadt vom kleinen land luxemburg heute noch so"]).tolist() == [0]
 
 
-words_text = st.lists(st.one_of(st.sampled_from(["Straße", "ＡＢ", "ﬁne", "Café", "x²", "ς", "İ", "e\u0301", "\x00"]),
+words_text = st.lists(st.one_of(st.sampled_from(["Straße", "ＡＢ", "ﬁne", "Café", "x²", "ς", "İ", "e\u0301", "\x00",
+                                                 "काम", "東京", "ภาษา", "฿", "ー", "\u0301", "\ufe0f"]),
                                 st.sampled_from(HIDDEN + [" ", "\n", ",", "\u3000"]),
                                 st.text(st.characters(blacklist_categories=("Cs",)), max_size=4)), max_size=8).map("".join)
 

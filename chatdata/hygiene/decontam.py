@@ -1,6 +1,7 @@
 """Decontamination: flag conversations that share a word n-gram (13 by default) with a benchmark
 prompt. Words are those of :mod:`chatdata.hygiene.words` (format characters dropped, NFKC, case
-folded, runs of ``\\w``).
+folded, runs of ``\\w``); a conversation's words are those of its messages' texts, reasoning and
+tool-call arguments, in order (:func:`scanned_texts`), and an n-gram may cross messages.
 
 A benchmark is a list of prompts; :func:`load_prompts` reads them from JSON Lines / JSON or
 Parquet (a column named by the user, or the first of ``prompt``, ``question``, ``problem``,
@@ -27,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .columns import conversation_offsets, message_texts
+from .columns import conversation_offsets, extra_values, message_texts, message_values
 from .keyindex import KeyIndex
 from .words import ngram_hashes, word_hashes
 
-__all__ = ["decontaminate", "ContaminationIndex", "load_prompts", "PROMPT_COLUMNS"]
+__all__ = ["decontaminate", "ContaminationIndex", "load_prompts", "scanned_texts", "PROMPT_COLUMNS"]
 
 PROMPT_COLUMNS = ("prompt", "question", "problem", "input", "text", "messages")
 
@@ -180,17 +181,20 @@ class ContaminationIndex:
 
     def scan_texts(self, texts: list[str], groups: np.ndarray | None = None) -> list[tuple[int, int, int]]:
         """``(group, benchmark number, prompt number)`` of the first match of each group of texts
-        with each benchmark; ``groups`` maps text -> group (offsets, default: one group per text)."""
+        with each benchmark; ``groups`` maps text -> group (offsets, default: one group per text).
+        A group's words run on from one text to the next, so a prompt split over two messages is
+        found as one run."""
         h, off = word_hashes(texts)
-        groups = np.arange(len(texts) + 1) if groups is None else groups
+        groups = np.arange(len(texts) + 1) if groups is None else np.asarray(groups, dtype=np.int64)
+        group_words = off[groups]
         hits = set()
         out = []
         for k, table in self._tables.items():
-            grams, goff = ngram_hashes(h, off, k)
+            grams, goff = ngram_hashes(h, group_words, k)
             q, v = table.lookup(grams)
             if not len(q):
                 continue
-            group_of = np.searchsorted(groups, np.searchsorted(goff, q, side="right") - 1, side="right") - 1
+            group_of = np.searchsorted(goff, q, side="right") - 1
             for g, code in zip(group_of.tolist(), v.tolist()):
                 key = (g, code >> 40)
                 if key not in hits:
@@ -201,8 +205,61 @@ class ContaminationIndex:
 
     def scan(self, history) -> list[tuple[int, int, int]]:
         """``(conversation, benchmark number, prompt number)`` for each conversation of ``history``
-        and each benchmark it shares an n-gram with (the first such prompt)."""
-        return self.scan_texts(message_texts(history), conversation_offsets(history))
+        and each benchmark it shares an n-gram with (the first such prompt). A conversation's words
+        are those of :func:`scanned_texts`, in order."""
+        return self.scan_texts(*scanned_texts(history))
+
+
+def scanned_texts(history) -> tuple[list[str], np.ndarray]:
+    """``(texts, offsets)``: what decontamination reads of each conversation (conversation ``i``
+    is ``texts[offsets[i]:offsets[i+1]]``): per message its text, then its ``reasoning_content``,
+    then the string values of its tool calls' arguments (a JSON string of arguments is decoded),
+    so a benchmark item in a model's reasoning or in a search query it sends is found.
+
+    Example:
+        >>> from chatdata import History
+        >>> h = History.from_chats([[{"role": "user", "content": "q"}, {"role": "assistant", "content": "",
+        ...     "reasoning_content": "r", "tool_calls": [{"name": "f", "arguments": '{"x": ["s", 1]}'}]}]])
+        >>> scanned_texts(h)
+        (['q', '', 'r', 's'], array([0, 4]))
+    """
+    texts = message_texts(history)
+    offsets = conversation_offsets(history)
+    calls = message_values(history, "tool_calls")
+    extras = extra_values(history)
+    if all(c is None for c in calls) and not any(extras):
+        return texts, offsets
+    out, per_message = [], np.empty(len(texts), dtype=np.int64)
+    for k, (text, c, e) in enumerate(zip(texts, calls, extras)):
+        start = len(out)
+        out.append(text)
+        if e and isinstance(e.get("reasoning_content"), str):
+            out.append(e["reasoning_content"])
+        for call in c or ():
+            fn = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except (ValueError, RecursionError):
+                    pass  # not JSON: its text as it is
+            _strings(args, out)
+        per_message[k] = len(out) - start
+    bounds = np.concatenate([[0], np.cumsum(per_message)])
+    return out, bounds[offsets]
+
+
+def _strings(value, out: list) -> None:
+    """Append the strings inside a JSON value (depth first, dict values in order)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
 
 
 def as_benchmarks(prompts) -> dict[str, list[str]]:

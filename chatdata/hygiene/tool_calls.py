@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
+from fractions import Fraction
 from collections.abc import Sequence
 
 from .columns import conversation_offsets, extra_values, message_values
@@ -57,17 +59,39 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400: Python reads inf, which no JSON writer can write back
+        raise ValueError(f"the number {text[:40]} is too large for a double (it reads as infinity)")
+    return value
+
+
+def _unique_keys(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):  # '{"a": 1, "a": 2}': which one the model meant is unknowable
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice!r} appears twice in one object (decoding would keep only the last)")
+    return out
+
+
 def loads_strict(text: str):
-    """``json.loads`` of standard JSON only: ``NaN`` / ``Infinity`` and lone UTF-16 surrogate
-    escapes (``"\\ud800"``, which are not text and cannot be stored as UTF-8) are a ValueError.
+    """``json.loads`` of standard JSON only: ``NaN`` / ``Infinity``, a number too large for a
+    double (``1e400``, which reads as infinity), a key twice in one object (decoding would drop
+    all but the last value) and lone UTF-16 surrogate escapes (``"\\ud800"``, which are not text
+    and cannot be stored as UTF-8) are a ValueError.
 
     Example:
         >>> loads_strict('{"x": NaN}')
         Traceback (most recent call last):
         ...
         ValueError: NaN is not JSON (JSON has no NaN or Infinity)
+        >>> loads_strict('{"x": 1, "x": 2}')
+        Traceback (most recent call last):
+        ...
+        ValueError: the key 'x' appears twice in one object (decoding would keep only the last)
     """
-    value = json.loads(text, parse_constant=_no_constant)
+    value = json.loads(text, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys)
     if _SURROGATE_ESCAPE.search(text):  # rare: only then the check that walks the value
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -160,7 +184,22 @@ class _Validators:
             cls.check_schema(schema)
         except js.exceptions.SchemaError as err:
             return f"invalid parameters schema: {err.message}"
+        if "multipleOf" in cls.VALIDATORS:
+            cls = js.validators.extend(cls, {"multipleOf": _multiple_of})
         return functools.partial(_first_error, cls(schema), "absolute_path")
+
+
+def _multiple_of(validator, divisor, instance, schema):
+    """``multipleOf`` on the numbers as written: jsonschema divides floats, so 0.07 was not a
+    multiple of 0.01 (0.07 / 0.01 = 7.000000000000001) where jsonschema-rs, and the JSON Schema
+    spec, say it is. Both numbers are taken exactly from their shortest decimal form."""
+    if not validator.is_type(instance, "number") or isinstance(divisor, bool) or \
+            not isinstance(divisor, (int, float)) or not math.isfinite(instance) or not math.isfinite(divisor):
+        return
+    if (Fraction(repr(instance)) / Fraction(repr(divisor))).denominator != 1:
+        from .deps import require_jsonschema
+
+        yield require_jsonschema().exceptions.ValidationError(f"{instance!r} is not a multiple of {divisor!r}")
 
 
 class SchemaUnusable(Exception):

@@ -5,7 +5,12 @@
   came from, ``index``: its position in the output) and its dropped ``duplicates`` (where, and
   the estimated ``similarity`` for near duplicates);
 * ``contamination.json``: per benchmark, the ``count`` of conversations that overlap it, the
-  prompts left out as too short, and up to 20 ``examples`` (where, prompt number, prompt start).
+  prompts left out as too short, and up to 20 ``examples`` (where, prompt number, prompt start);
+* ``contaminated.jsonl``: one line per conversation and benchmark it overlaps: ``{"where",
+  "benchmark", "prompt", "dropped"}`` (all of them, not only the examples).
+
+A report file this pass has nothing for is removed from the folder, so a folder written by an
+earlier run never shows that run's findings as this one's.
 
 Example:
     >>> r = HygieneReport()
@@ -20,9 +25,10 @@ import math
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["HygieneReport", "MAX_EXAMPLES"]
+__all__ = ["HygieneReport", "MAX_EXAMPLES", "REPORT_FILES"]
 
 MAX_EXAMPLES = 20
+REPORT_FILES = ("problems.jsonl", "clusters.jsonl", "contamination.json", "contaminated.jsonl")
 
 
 class HygieneReport:
@@ -37,6 +43,8 @@ class HygieneReport:
         self.dedup_mode: str | None = None
         self.contamination: dict[str, dict] = {}
         self.contaminated_rows = 0
+        self.contaminated_list: list[dict] = []
+        self.drop_contaminated = True
 
     def problem(self, where: str, code: str, detail: str) -> None:
         self.problems.append({"where": where, "problem": code, "detail": detail})
@@ -59,6 +67,8 @@ class HygieneReport:
     def contaminated(self, where: str, benchmark: str, prompt_number: int, prompt: str) -> None:
         entry = self.contamination[benchmark]
         entry["count"] += 1
+        self.contaminated_list.append({"where": where, "benchmark": benchmark, "prompt": prompt_number,
+                                       "dropped": self.drop_contaminated})
         if len(entry["examples"]) < MAX_EXAMPLES:
             entry["examples"].append({"where": where, "prompt": prompt_number, "prompt_start": prompt[:120]})
 
@@ -74,11 +84,13 @@ class HygieneReport:
         for name, e in self.contamination.items():
             extra = f" ({e['short_prompts_left_out']} prompts shorter than the n-gram left out)" \
                 if e["short_prompts_left_out"] else ""
-            lines.append(f"contaminated by {name}: {e['count']}{extra}")
+            what = "" if not e["count"] else ", dropped" if self.drop_contaminated else ", kept (flagged only)"
+            lines.append(f"contaminated by {name}: {e['count']}{what}{extra}")
         return lines
 
     def write(self, folder) -> list[Path]:
-        """Write the report files that have content into ``folder`` (created); returns them."""
+        """Write the report files that have content into ``folder`` (created) and remove the
+        others (:data:`REPORT_FILES`) left there by an earlier run; returns the written ones."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         written = []
@@ -98,4 +110,13 @@ class HygieneReport:
             p = folder / "contamination.json"
             p.write_text(json.dumps(self.contamination, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
             written.append(p)
+            p = folder / "contaminated.jsonl"
+            with open(p, "w", encoding="utf-8") as f:
+                for rec in self.contaminated_list:
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            written.append(p)
+        for name in REPORT_FILES:
+            stale = folder / name
+            if stale not in written and stale.is_file():
+                stale.unlink()
         return written

@@ -55,6 +55,7 @@ class Screen:
         self._seen = 0
         self.contamination = contamination
         self.drop_contaminated = drop_contaminated
+        self.report.drop_contaminated = drop_contaminated
         if contamination is not None:
             self.report.benchmarks(contamination.names, contamination.skipped)
         self.written = 0  # conversations let through so far (their index in the output)

@@ -69,13 +69,17 @@ def test_cli_drops_or_flags_with_a_report(bench, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     first = sum(1 for p in planted.values() if p < 20)
-    assert f"contaminated by gsm.jsonl: {first} (1 prompts shorter than the n-gram left out)" in out
-    assert f"contaminated by mmlu.parquet: {len(planted) - first}" in out
+    assert f"contaminated by gsm.jsonl: {first}, dropped (1 prompts shorter than the n-gram left out)" in out
+    assert f"contaminated by mmlu.parquet: {len(planted) - first}, dropped" in out
     assert load_memmap(tmp_path / "ds").batch_size[0] == len(convs) - len(planted)
     report = json.loads((tmp_path / "ds.hygiene" / "contamination.json").read_text())
     wheres = {e["where"] for r in report.values() for e in r["examples"]}
     assert wheres <= {f"chats.jsonl:line {i + 1}" for i in planted} and len(wheres) == min(len(planted), 40)
-    assert main([*args, "--flag-contaminated", "--overwrite", "-q"]) == 0
+    listed = [json.loads(x) for x in (tmp_path / "ds.hygiene" / "contaminated.jsonl").read_text().splitlines()]
+    assert sorted(r["where"] for r in listed) == sorted(f"chats.jsonl:line {i + 1}" for i in planted)  # all, not 20
+    assert all(r["dropped"] for r in listed)
+    assert main([*args, "--flag-contaminated", "--overwrite"]) == 0
+    assert f"contaminated by mmlu.parquet: {len(planted) - first}, kept (flagged only)" in capsys.readouterr().out
     assert load_memmap(tmp_path / "ds").batch_size[0] == len(convs)
     assert main([*args[:4], str(tmp_path / "gsm.jsonl"), "--overwrite"]) == 1  # no default column there
     assert "--decontaminate-column" in capsys.readouterr().err

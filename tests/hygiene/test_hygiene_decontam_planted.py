@@ -70,3 +70,17 @@ def test_the_cli_catches_them_all_and_keeps_the_near_misses(tmp_path, capsys):
     report = json.loads((tmp_path / "ds.hygiene" / "contamination.json").read_text())
     assert sorted(e["where"] for e in report["bench.jsonl"]["examples"]) == \
         sorted(f"chats.jsonl:line {i + 1}" for i in range(len(CAUGHT)))
+
+
+def test_a_report_folder_keeps_no_findings_of_an_earlier_run(tmp_path, capsys):
+    """Before: a second import into the same report folder left the first run's problems.jsonl
+    and contamination.json there, as if this run had found them."""
+    rows = [CAUGHT["copied"], [user("hello"), {"role": "tool", "content": "a reply to no call"}], [user("hello")]]
+    (tmp_path / "chats.jsonl").write_text("".join(json.dumps({"messages": c}) + "\n" for c in rows))
+    (tmp_path / "bench.jsonl").write_text(json.dumps({"question": ITEM}) + "\n")
+    src, out = str(tmp_path / "chats.jsonl"), str(tmp_path / "ds")
+    assert main(["import", src, out, "--check-tools", "--skip-bad", "--decontaminate", str(tmp_path / "bench.jsonl")]) == 0
+    reports = tmp_path / "ds.hygiene"
+    assert sorted(p.name for p in reports.iterdir()) == ["contaminated.jsonl", "contamination.json", "problems.jsonl"]
+    assert main(["import", src, out, "--dedup", "exact", "--overwrite", "-q"]) == 0
+    assert sorted(p.name for p in reports.iterdir()) == ["clusters.jsonl"]

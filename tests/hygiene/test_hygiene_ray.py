@@ -68,3 +68,23 @@ def test_ray_select_refuses_what_is_not_increasing_row_numbers(ray_cluster, data
         rh.select(ds, [0.5, 2.7])  # was: rows 0 and 2
     with pytest.raises(ValueError, match="increasing row numbers"):
         rh.select(ds, [3, 1])  # was: rows in block order, not the order asked
+
+
+def test_ray_decontaminate_reads_tool_arguments_reasoning_and_across_messages(ray_cluster, data):
+    """What the local scan reads (scanned_texts) the workers read too: an item in a call's
+    arguments, in the reasoning, or split over two messages is flagged on Ray as locally."""
+    import chatdata.ray.hygiene as rh
+
+    _, tools, *_ = data
+    item = "a benchmark question of well over thirteen words that should never be trained on by anyone here"
+    words = item.split()
+    chats = tools.to_chats()
+    call = next(m for m in chats[2] if m.get("tool_calls"))["tool_calls"][0]["function"]
+    call["arguments"] = {**call["arguments"], "query": item}
+    chats[5][0]["reasoning_content"] = "thinking: " + item
+    chats[8][0]["content"] += " " + " ".join(words[:9])
+    chats[8].insert(1, {"role": "user", "content": " ".join(words[9:])})
+    h = History.from_chats(chats)
+    assert hygiene.decontaminate(h, [item]).tolist() == [2, 5, 8]
+    ds = _dataset(ray_cluster, h, [(0, 4), (4, len(chats))])
+    assert rh.decontaminate(ds, [item], batch_size=3).tolist() == [2, 5, 8]

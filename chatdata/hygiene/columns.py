@@ -14,7 +14,7 @@ import json
 import numpy as np
 import torch
 
-__all__ = ["conversation_offsets", "message_values", "message_texts", "extra_values"]
+__all__ = ["conversation_offsets", "message_values", "message_texts", "message_media", "extra_values"]
 
 
 def conversation_offsets(history) -> np.ndarray:
@@ -84,3 +84,39 @@ def message_texts(history) -> list[str]:
         return values
     return [v if type(v) is str else "" if v is None else _part_text(v) if isinstance(v, list) else json.dumps(v)
             for v in values]
+
+
+def message_media(history) -> list[str | None] | None:
+    """Per message, one key of the parts of its content that are not text (images, audio, files:
+    a hex xxh3-128 of their canonical JSON; a History holds JSON values only), ``None`` for a
+    message without such parts; ``None`` for the whole list when no message has any. Two
+    messages that ask the same about different images differ by it.
+
+    Example:
+        >>> from chatdata import History
+        >>> h = History.from_chats([[{"role": "user", "content": [{"type": "image", "image": "a.png"},
+        ...                                                       {"type": "text", "text": "what is it?"}]}],
+        ...                         [{"role": "user", "content": "hi"}]])
+        >>> keys = message_media(h)
+        >>> len(keys[0]), keys[1]
+        (32, None)
+    """
+    values = message_values(history, "content")
+    if not any(type(v) is not str and v is not None for v in values):
+        return None
+    out = []
+    for v in values:
+        parts = [p for p in v if not (isinstance(p, dict) and isinstance(p.get("text"), str))] \
+            if isinstance(v, (list, tuple)) else []
+        # a key set to null names nothing: {"type": "image", "url": null} is {"type": "image"}
+        parts = [{k: x for k, x in p.items() if x is not None} if isinstance(p, dict) else p for p in parts]
+        out.append(_media_key(parts) if parts else None)
+    return out if any(k is not None for k in out) else None
+
+
+def _media_key(parts: list) -> str:
+    import xxhash
+
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+

@@ -5,8 +5,9 @@ characters (Unicode Cf of the BMP: zero-width spaces and joiners, soft hyphens, 
 bidi controls; :data:`chatdata.hygiene.words.FORMAT`) are dropped, then Unicode NFC, then every
 run of whitespace (the characters ``str.split()`` splits on) becomes one space, and leading and
 trailing whitespace goes. A conversation's key covers, per message, its role, its
-normalized text (:func:`~chatdata.hygiene.columns.message_texts`), its tool calls (name and
-arguments, as canonical JSON; call ids are left out) and its ``reasoning_content``.
+normalized text (:func:`~chatdata.hygiene.columns.message_texts`), its non-text parts (images,
+audio: :func:`~chatdata.hygiene.columns.message_media`), its tool calls (name and arguments, as
+canonical JSON; call ids are left out) and its ``reasoning_content``.
 
 The bulk path normalizes a whole chunk at once: the texts are joined with a separator
 (``"\\x00"``) and encoded once (format characters are dropped and NFC runs only if the chunk is
@@ -32,7 +33,7 @@ import unicodedata
 import numpy as np
 import xxhash
 
-from .columns import conversation_offsets, extra_values, message_texts, message_values
+from .columns import conversation_offsets, extra_values, message_media, message_texts, message_values
 from .words import FORMAT, FORMAT_CHARS
 
 __all__ = ["normalize_text", "conversation_hashes", "hash_chunk", "message_items", "CHUNK_CHARS"]
@@ -73,8 +74,10 @@ def _call_key(call) -> object:
 
 
 def message_items(history) -> tuple[list, list]:
-    """Role and text of every message, the text with its tool calls (name and arguments as
-    canonical JSON, after ``"\\x01"``) and ``reasoning_content`` (after ``"\\x02"``) appended.
+    """Role and text of every message, the text with the key of its non-text parts (images, audio:
+    :func:`~chatdata.hygiene.columns.message_media`, after ``"\\x03"``), its tool calls (name and
+    arguments as canonical JSON, after ``"\\x01"``) and ``reasoning_content`` (after ``"\\x02"``)
+    appended.
 
     Example:
         >>> from chatdata import History
@@ -86,13 +89,23 @@ def message_items(history) -> tuple[list, list]:
     texts = message_texts(history)
     calls = message_values(history, "tool_calls")
     extras = extra_values(history)
-    texts = list(texts) if any(c is not None for c in calls) or any(e for e in extras) else texts
+    media = message_media(history)
+    texts = list(texts) if any(c is not None for c in calls) or any(e for e in extras) or media else texts
     for i, (c, e) in enumerate(zip(calls, extras)):
+        key = media[i] if media else None
+        reasoning = e.get("reasoning_content") if e else None
+        if key is None and c is None and not isinstance(reasoning, str):
+            continue
+        # each piece normalized on its own: "Sure. " and "Sure." before a call are the same text
+        text = normalize_text(texts[i])
+        if key is not None:  # one word: the same question about another image is another conversation
+            text += "\x03" + key
         if c is not None:
-            texts[i] = texts[i] + "\x01" + json.dumps([_call_key(x) for x in c], sort_keys=True,
-                                                      ensure_ascii=False, separators=(",", ":"))
-        if e and isinstance(e.get("reasoning_content"), str):
-            texts[i] = texts[i] + "\x02" + e["reasoning_content"]
+            text += "\x01" + json.dumps([_call_key(x) for x in c], sort_keys=True, ensure_ascii=False,
+                                        separators=(",", ":"))
+        if isinstance(reasoning, str):
+            text += "\x02" + normalize_text(reasoning)
+        texts[i] = text
     return roles, texts
 
 

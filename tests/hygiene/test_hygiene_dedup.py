@@ -131,3 +131,14 @@ def test_dedup_rejects_bad_modes():
         dedup(h, "fuzzy")
     with pytest.raises(ValueError, match="threshold"):
         dedup(h, "near", threshold=1.5)
+
+
+def test_whitespace_at_the_end_of_a_text_before_its_calls_or_reasoning_is_no_difference():
+    """Before: the calls and reasoning were appended to the raw text, so "Sure. " before a call
+    (or " think" as reasoning) made a copy distinct that "Sure." alone did not."""
+    def conv(text, reasoning):
+        return [{"role": "user", "content": "weather in Paris?"},
+                {"role": "assistant", "content": text, "reasoning_content": reasoning,
+                 "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}]
+    h = History.from_chats([conv("Sure.", "look it up"), conv("Sure. ", " look it up\n"), conv("Sure!", "look it up")])
+    assert dedup(h).tolist() == [0, 2]

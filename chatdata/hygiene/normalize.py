@@ -96,15 +96,17 @@ def message_items(history) -> tuple[list, list]:
         reasoning = e.get("reasoning_content") if e else None
         if key is None and c is None and not isinstance(reasoning, str):
             continue
-        # each piece normalized on its own: "Sure. " and "Sure." before a call are the same text
-        text = normalize_text(texts[i])
+        # no whitespace at a junction (the bulk pass folds it only at the ends of a message): "Sure. "
+        # and "Sure." before a call are the same text. (strip, not normalize_text: the bulk pass
+        # normalizes the rest, without a per-text Python pass over long reasoning)
+        text = texts[i].rstrip()
         if key is not None:  # one word: the same question about another image is another conversation
             text += "\x03" + key
         if c is not None:
             text += "\x01" + json.dumps([_call_key(x) for x in c], sort_keys=True, ensure_ascii=False,
                                         separators=(",", ":"))
         if isinstance(reasoning, str):
-            text += "\x02" + normalize_text(reasoning)
+            text += "\x02" + reasoning.strip()
         texts[i] = text
     return roles, texts
 

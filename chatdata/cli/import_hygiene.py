@@ -43,7 +43,8 @@ def add_arguments(p) -> None:
     g.add_argument("--flag-contaminated", action="store_true",
                    help="keep contaminated conversations; only report them")
     g.add_argument("--report-dir", metavar="DIR",
-                   help="where the reports go (problems.jsonl, clusters.jsonl, contamination.json; default OUT.hygiene/)")
+                   help="where the reports go (problems.jsonl, clusters.jsonl, contamination.json, contaminated.jsonl; "
+                        "default OUT.hygiene/)")
 
 
 def build_screen(args):

@@ -51,7 +51,7 @@ def conversation_signatures(history, deduper: NearDeduper) -> np.ndarray:
     """MinHash signatures (uint32, one row per conversation) of the words of all its messages:
     their texts, tool calls (name and arguments) and ``reasoning_content``, as the exact key
     reads them (:func:`~chatdata.hygiene.near.group_signatures`; a conversation with no word is
-    one word of its whole normalized text).
+    one word of its roles and normalized texts).
 
     Example:
         >>> from chatdata import History
@@ -60,8 +60,9 @@ def conversation_signatures(history, deduper: NearDeduper) -> np.ndarray:
     """
     from .near import group_signatures
 
-    return group_signatures(message_items(history)[1], conversation_offsets(history), num_perm=deduper.num_perm,
-                            shingle=deduper.shingle, seed=deduper.seed)
+    roles, texts = message_items(history)
+    return group_signatures(texts, conversation_offsets(history), num_perm=deduper.num_perm,
+                            shingle=deduper.shingle, seed=deduper.seed, roles=roles)
 
 
 def find_duplicates(history, mode: str = "exact", threshold: float = 0.8, *, chunk: int = 65536):

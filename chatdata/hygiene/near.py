@@ -89,12 +89,13 @@ def signatures_from_words(hashes: np.ndarray, offsets: np.ndarray, *, num_perm: 
 
 
 def group_signatures(texts: list[str], groups: np.ndarray, *, num_perm: int = NUM_PERM, shingle: int = SHINGLE,
-                     seed: int = SEED) -> np.ndarray:
+                     seed: int = SEED, roles: list | None = None) -> np.ndarray:
     """Signatures (:func:`signatures_from_words`) of groups of ``texts`` (group ``i`` is
     ``texts[groups[i]:groups[i+1]]``, a conversation's messages). A group with no word at all
     (empty, or only punctuation, emoji, symbols) gets one word instead: the hash of its
-    normalized text (:func:`~chatdata.hygiene.normalize.normalize_text`), so two such groups
-    are near duplicates only when they are exact ones.
+    normalized texts (:func:`~chatdata.hygiene.normalize.normalize_text`) and their ``roles``
+    (one per text, when given), so two such groups are near duplicates only when they are exact
+    ones.
 
     Example:
         >>> sig = group_signatures(["!!!", "???", "!!!"], np.arange(4))
@@ -108,9 +109,13 @@ def group_signatures(texts: list[str], groups: np.ndarray, *, num_perm: int = NU
     empty = np.flatnonzero(np.diff(group_off) == 0)
     if len(empty):
         tag = b"\x03no words\x03"
-        extra = np.array([xxhash.xxh3_64_intdigest(tag + "\x00".join(
-            normalize_text(t) for t in texts[groups[i]:groups[i + 1]]).encode("utf-8", "surrogatepass"))
-            for i in empty.tolist()], dtype=np.uint64)
+        def whole(a, b):  # a conversation with no message differs from one of an empty message
+            if roles is None:
+                return "\x00".join(normalize_text(t) for t in texts[a:b])
+            return "".join(f"\x01{normalize_text(str(r))}\x02{normalize_text(t)}" for r, t in zip(roles[a:b], texts[a:b]))
+
+        extra = np.array([xxhash.xxh3_64_intdigest(tag + whole(groups[i], groups[i + 1]).encode("utf-8", "surrogatepass"))
+                          for i in empty.tolist()], dtype=np.uint64)
         h = np.insert(h, group_off[empty], extra)
         group_off = group_off + np.searchsorted(empty, np.arange(len(group_off)), side="left")
     return signatures_from_words(h, group_off, num_perm=num_perm, shingle=shingle, seed=seed)

@@ -320,3 +320,16 @@ def test_two_tools_of_one_name_with_different_schemas_are_refused():
     assert check_tool_calls(h, [tool({"x": {"type": "integer"}})] * 2) == []  # the same tool twice is fine
     per_chat = check_tool_calls(h, [[tool({"x": {"type": "integer"}}), tool({})]])  # a conversation's own tools
     assert [p["problem"] for p in per_chat] == ["bad_tool_schema"] and "two tools are named 'f'" in per_chat[0]["detail"]
+
+
+wordless = st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]),
+                              st.text(st.sampled_from(list("!? .\n\u200b😀👍-")), max_size=4)), max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(wordless, min_size=1, max_size=6))
+def test_wordless_conversations_are_near_duplicates_exactly_when_exact_ones(convs):
+    """Before: roles were left out of a wordless conversation's one word, so [] , [user: ""] and
+    [assistant: ""] were near duplicates of each other though exact dedup kept them apart."""
+    h = History.from_chats([[{"role": r, "content": t} for r, t in c] for c in convs])
+    assert dedup(h, "near").tolist() == dedup(h, "exact").tolist()

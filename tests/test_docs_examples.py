@@ -214,6 +214,8 @@ def check_hygiene(n: dict) -> None:
     assert n["kept"].tolist() == n["hygiene"].dedup(local, mode="near", threshold=0.8).tolist() == [*range(8), 9]
     assert n["flagged"].tolist() == n["hygiene"].decontaminate(local, "gsm8k.jsonl").tolist() == [9]
     assert n["problems"] == n["hygiene"].check_tool_calls(local, n["tools"])
+    dup, _ = n["hygiene"].find_duplicates(local, mode="near")
+    assert n["dup"].tolist() == dup.tolist() and (n["dup"] < 0).sum() == len(n["kept"])
 
 
 def check_rollout(n: dict) -> None:

@@ -8,6 +8,8 @@ message rows (what :func:`chatdata.ray.read` gives), with results indexed by row
   finds the rows that share a band with another row, fetches just those rows' signatures from the
   workers' blocks, and decides them in row order with the same :class:`~chatdata.hygiene.near.NearDeduper`
   as the local run, so the kept set is the same;
+* :func:`find_duplicates` - per row, the kept row it repeats and the estimated similarity (why
+  :func:`dedup` drops it), as the local function;
 * :func:`decontaminate` - the row numbers that share an n-gram with a benchmark prompt;
 * :func:`select` - a dataset of the given rows (in order), e.g. the kept ones, for :func:`chatdata.ray.write`.
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from ..io.deps import require_pyarrow, require_ray
 
-__all__ = ["check_tool_calls", "dedup", "decontaminate", "select"]
+__all__ = ["check_tool_calls", "dedup", "find_duplicates", "decontaminate", "select"]
 
 
 def _blocks(ds, fn, **kwargs):
@@ -114,14 +116,17 @@ def _take(table, rows):
     return table.take(pa.array(rows, pa.int64()))
 
 
-def dedup(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "messages",
-          batch_size: int = 4096) -> np.ndarray:
-    """Row numbers (int64, increasing) of the rows of ``ds`` to keep: the same set
-    :func:`chatdata.hygiene.dedup` gives for the same rows in the same order.
+def find_duplicates(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "messages",
+                    batch_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """``(duplicate_of, similarity)`` per row of ``ds``: the row number of the kept row it
+    repeats (-1: kept) and the estimated Jaccard similarity (1.0 for exact duplicates, NaN for
+    kept rows), what :func:`chatdata.hygiene.find_duplicates` gives for the same rows in the
+    same order: why each dropped row goes.
 
     Example:
-        >>> chatdata.ray.hygiene.dedup(ds, "near").tolist()[:3]   # doctest: +SKIP
-        [0, 1, 3]
+        >>> dup, sim = chatdata.ray.hygiene.find_duplicates(ds, "near")   # doctest: +SKIP
+        >>> dup[:4].tolist(), sim[2]                                      # doctest: +SKIP
+        ([-1, -1, 0, -1], 0.9296875)
     """
     ray = require_ray()
     from ..hygiene.exact import ExactDeduper
@@ -133,7 +138,8 @@ def dedup(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "mes
         refs = _blocks(ds, functools.partial(_exact_batch, column=column), batch_size=batch_size)
         keys = [t.column("key").to_numpy() for t in ray.get(refs)]
         keys = np.concatenate(keys).astype(np.uint64) if keys else np.zeros(0, dtype=np.uint64)
-        return np.flatnonzero(ExactDeduper().add(keys) < 0)
+        dup = ExactDeduper().add(keys)
+        return dup, np.where(dup >= 0, 1.0, np.nan)
     near = NearDeduper(threshold)
     refs = _blocks(ds, functools.partial(_near_batch, threshold=threshold, column=column), batch_size=batch_size)
     # pass 2: band keys only, then the signatures of the rows that share a band
@@ -142,8 +148,9 @@ def dedup(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "mes
     sizes = [len(p) for p in parts]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])
+    out, sim = np.full(n, -1, dtype=np.int64), np.full(n, np.nan)
     if not n:
-        return np.zeros(0, dtype=np.int64)
+        return out, sim
     keys = np.concatenate(parts)
     shared = np.zeros(n, dtype=bool)
     for b in range(near.bands):
@@ -151,7 +158,7 @@ def dedup(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "mes
         shared |= counts[inv.reshape(-1)] > 1
     cands = np.flatnonzero(shared)
     if not len(cands):
-        return np.arange(n, dtype=np.int64)
+        return out, sim
     take_task = ray.remote(_take)
     block_of = np.searchsorted(starts, cands, side="right") - 1
     pending = []
@@ -159,10 +166,24 @@ def dedup(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "mes
         local = (cands[block_of == k] - starts[k]).tolist()
         pending.append(take_task.remote(refs[k], local))
     sig = np.concatenate([_flat_column(t, "sig", np.uint32) for t in ray.get(pending)])
-    dup = near.add(sig, keys[cands], ids=cands)
-    keep = np.ones(n, dtype=bool)
-    keep[cands[dup >= 0]] = False
-    return np.flatnonzero(keep)
+    out[cands] = near.add(sig, keys[cands], ids=cands)
+    for i, s in near.similarity.items():
+        sim[i] = s
+    return out, sim
+
+
+def dedup(ds, mode: str = "exact", threshold: float = 0.8, *, column: str = "messages",
+          batch_size: int = 4096) -> np.ndarray:
+    """Row numbers (int64, increasing) of the rows of ``ds`` to keep: the same set
+    :func:`chatdata.hygiene.dedup` gives for the same rows in the same order
+    (:func:`find_duplicates` says which kept row each other one repeats).
+
+    Example:
+        >>> chatdata.ray.hygiene.dedup(ds, "near").tolist()[:3]   # doctest: +SKIP
+        [0, 1, 3]
+    """
+    dup, _ = find_duplicates(ds, mode, threshold, column=column, batch_size=batch_size)
+    return np.flatnonzero(dup < 0)
 
 
 def _contam_batch(batch, *, index, column):

@@ -31,6 +31,10 @@ def test_ray_dedup_keeps_the_local_set(ray_cluster, data):
         assert np.array_equal(rh.dedup(ds, mode, batch_size=350), local), mode
     kept = rh.dedup(ds, "near", batch_size=350)
     assert rh.select(ds, kept).count() == len(kept)
+    for mode in ("exact", "near"):  # why each row goes: the kept row it repeats, and how alike
+        dup, sim = rh.find_duplicates(ds, mode, batch_size=350)
+        local_dup, local_sim = hygiene.find_duplicates(h, mode)
+        assert np.array_equal(dup, local_dup) and np.array_equal(sim, local_sim, equal_nan=True), mode
 
 
 def test_ray_decontaminate_and_tool_checks_match_local(ray_cluster, data):

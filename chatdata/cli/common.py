@@ -174,7 +174,11 @@ def load_history(path):
                            "(sharded History datasets are made by `chatdata import --shard-size`)")
         return ds
     if not (p / "meta.json").exists():  # no dataset at all: say that, and how one is made
+        from ..io.sharded import _UNCOMMITTED, uncommitted_shards
         from .paths import datasets_in
+
+        if uncommitted_shards(p):
+            raise CLIError(_UNCOMMITTED.format(p=path, manifest="manifest.json"))
 
         held = datasets_in(p)
         if held:  # a folder of outputs (chatdata demo --out): name what it holds

@@ -20,8 +20,8 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["MANIFEST", "LOCK", "SHARDS", "is_sharded", "commit_shards", "new_shard_name", "remove_job_shards",
-           "remove_replaced", "missing_folders", "remove_empty"]
+__all__ = ["MANIFEST", "LOCK", "SHARDS", "is_sharded", "uncommitted_shards", "commit_shards", "new_shard_name",
+           "remove_job_shards", "remove_replaced", "missing_folders", "remove_empty"]
 
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
@@ -39,6 +39,35 @@ def _format_error(msg: str):
 def is_sharded(path) -> bool:
     """True if ``path`` is a folder holding a ``manifest.json``."""
     return (Path(path) / MANIFEST).is_file()
+
+
+def uncommitted_shards(path) -> list | None:
+    """The shard folders in ``path`` if it holds nothing but what a sharded write leaves before its
+    first commit (``shards/`` of shard folders and temporary ones, the lock, a manifest being
+    written), and no ``manifest.json``: a write killed (or still running) before it committed
+    (``[]`` for an empty folder). ``None`` for any other folder, so that a writer may continue in
+    such a folder and nowhere else.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp())
+        >>> (p / "shards" / "shard-0-ab").mkdir(parents=True)
+        >>> [s.name for s in uncommitted_shards(p)], uncommitted_shards(p / "shards")
+        (['shard-0-ab'], None)
+    """
+    p = Path(path)
+    shards = p / SHARDS
+    try:
+        if not p.is_dir() or (p / MANIFEST).exists() or shards.is_symlink() or (shards.exists() and not shards.is_dir()):
+            return None
+        if any(x.name not in (LOCK, SHARDS) and not x.name.startswith(f".{MANIFEST}.tmp-") for x in p.iterdir()):
+            return None
+        kids = sorted(shards.iterdir()) if shards.is_dir() else []
+    except OSError:
+        return None
+    if all(k.name.startswith(("shard-", ".shard-")) and k.is_dir() and not k.is_symlink() for k in kids):
+        return kids
+    return None
 
 
 def _kind_of(obj) -> str:

@@ -38,18 +38,21 @@ from pathlib import Path
 
 from .shard_manifest import (LOCK, MANIFEST, SHARDS, _empty_manifest, _format_error, _items, _locked,
                              _read_manifest, _write_manifest, commit_shards, is_sharded, missing_folders,
-                             new_shard_name, remove_empty, remove_replaced)
+                             new_shard_name, remove_empty, remove_replaced, uncommitted_shards)
 from .shard_manifest import remove_job_shards  # noqa: F401 - re-exported for chatdata.ray
 from .sharded_dataset import ShardedDataset
 
 __all__ = ["open_dataset", "ShardedDataset", "ShardedWriter", "MANIFEST", "is_sharded"]
 
 
+_UNCOMMITTED = ("{p} holds the shards of a sharded write that has not committed (no {manifest}: the write was "
+                "stopped, or is still running), so no dataset yet; run the write again, or delete the folder")
+
+
 def _refuse_foreign(p: Path) -> None:
     """Refuse a folder holding anything but a sharded dataset's own files (the lock, the shards,
-    a manifest being written by another writer)."""
-    if p.is_dir() and any(x.name not in (LOCK, SHARDS) and not x.name.startswith(f".{MANIFEST}.tmp-")
-                          for x in p.iterdir()):
+    a manifest being written by another writer, the shards of a write killed before its commit)."""
+    if p.is_dir() and uncommitted_shards(p) is None:
         raise ValueError(f"{p} is a non-empty folder that is not a chatdata dataset")
 
 
@@ -95,6 +98,8 @@ def open_dataset(path, mode: str = "r"):
         return load_memmap(p)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such dataset")
+    if uncommitted_shards(p):
+        raise _format_error(_UNCOMMITTED.format(p=p, manifest=MANIFEST))
     raise _format_error(f"{p} is neither a chatdata dataset (no meta.json) nor a sharded one (no {MANIFEST})")
 
 

@@ -6,8 +6,11 @@ A plain folder is checked by :func:`chatdata.td.storage.verify.verify`. A sharde
 * ``manifest.json`` reads as a sharded manifest, and every shard it names exists;
 * every shard holds as many items as the manifest says, and the manifest's total adds up;
 * shard folders that the manifest does not name are listed as leftovers (a writer killed
-  before its commit leaves one; a writer running right now may be about to add it). Like the
+  before its commit leaves one; a writer running right now may be about to add it), and so are
+  the temporary folders of shards whose writer was killed while writing them. Like the
   temporary folders of interrupted saves, they do not make the report bad;
+* a folder holding only the shards of a write that never committed (no manifest yet) is
+  reported as that: no dataset yet, its shard folders listed as leftovers;
 * sub-folders that are sharded datasets themselves (the token set and branch table that
   ``chatdata serve`` keeps beside its conversations) are checked the same way.
 
@@ -25,8 +28,8 @@ import time
 from pathlib import Path
 
 from ..td import FormatError
-from ..td.storage import Problem, VerifyReport, verify
-from .shard_manifest import MANIFEST, SHARDS, _read_manifest, is_sharded
+from ..td.storage import Problem, VerifyReport, find_dead_temps, verify
+from .shard_manifest import MANIFEST, SHARDS, _read_manifest, is_sharded, uncommitted_shards
 
 __all__ = ["verify_dataset"]
 
@@ -43,10 +46,21 @@ def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
         >>> verify_dataset(path).ok
         True
     """
-    if not is_sharded(path):
-        return verify(path, checksums=checksums)
     t0 = time.perf_counter()
     root = Path(path)
+    if not is_sharded(path):
+        kids = uncommitted_shards(root)
+        if not kids:
+            return verify(path, checksums=checksums)
+        report = VerifyReport(root)  # the shards of a sharded write that never committed: no dataset yet
+        report.problems.append(Problem(str(root / MANIFEST), f"is missing: a sharded write into {root} has not "
+                                       f"committed (it was stopped, or is still running), so it holds no dataset "
+                                       f"yet; its {len(kids)} shard folders are leftovers. Run the write again "
+                                       "(it starts over beside them), or delete the folder"))
+        report.leftovers += [f"{k} (an unfinished shard)" if k.name.startswith(".") else
+                             f"{k} (a shard folder the manifest does not name)" for k in kids]
+        report.seconds = time.perf_counter() - t0
+        return report
     report = VerifyReport(root)
     try:
         manifest = _read_manifest(root)
@@ -76,6 +90,8 @@ def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
         for child in sorted(shards_dir.iterdir()):
             if child.is_dir() and not child.name.startswith(".") and child.resolve() not in named:
                 report.leftovers.append(f"{child} (a shard folder the manifest does not name)")
+        # a shard whose writer was killed while writing it: its temporary folder (a live writer's is not listed)
+        report.leftovers += [f"{t} (an unfinished shard of a writer that is gone)" for t in find_dead_temps(shards_dir)]
     for child in sorted(root.iterdir()):
         if child.name != SHARDS and child.is_dir() and is_sharded(child):  # a companion sharded dataset
             _merge(report, verify_dataset(child, checksums=checksums))

@@ -184,6 +184,10 @@ def check_target(out: Path, overwrite: bool, sharded: bool) -> None:
             raise ValueError(f"{out} holds a plain (unsharded) dataset, which a sharded import does not replace; "
                              "choose another output folder, or import without --shard-size to replace it")
         if not (out / "manifest.json").is_file():
+            from .shard_manifest import uncommitted_shards
+
+            if uncommitted_shards(out) is not None:  # a sharded import killed before its commit: start it again
+                return
             raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset; refusing to write into it")
     elif (out / "manifest.json").is_file() and not (out / "meta.json").is_file():
         raise ValueError(f"{out} holds a sharded dataset (manifest.json), which a plain import does not replace; "

@@ -129,12 +129,14 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
     """
     require_ray()
     from ..io.sharded import (ShardedDataset, commit_shards, is_sharded, missing_folders, remove_empty,
-                              remove_job_shards, remove_replaced, MANIFEST, SHARDS)
+                              remove_job_shards, remove_replaced, uncommitted_shards, MANIFEST, SHARDS)
     import uuid
 
     rows_per_shard = check_count("rows_per_shard", rows_per_shard)
     out = Path(path).absolute()
-    if out.exists() and any(out.iterdir()) and not is_sharded(out):
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file; give a folder for the sharded dataset")
+    if out.exists() and not is_sharded(out) and uncommitted_shards(out) is None:  # a killed write's folder: go on
         raise ValueError(f"{out} is a non-empty folder that is not a sharded chatdata dataset")
     made, job = missing_folders(out), uuid.uuid4().hex[:16]
     (out / SHARDS).mkdir(parents=True, exist_ok=True)

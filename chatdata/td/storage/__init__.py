@@ -35,6 +35,7 @@ from .memmap import MemoryMappedTensor
 from .memmap_api import TensorDictFuture, load_memmap
 from .persist import load, save, save_and_load
 from .stream import StreamWriter
+from .tempdirs import find_dead_temps
 from .verify import Problem, VerifyReport, find_leftovers, verify
 from .writethrough import DetachedWriteWarning
 from .typed_copies import TypedCopyFormat, register as register_typed_copy
@@ -44,6 +45,6 @@ _hooks.install()  # memmap methods, consolidate(filename=...)'s buffer, FormatEr
 
 __all__ = [
     "MemoryMappedTensor", "FormatError", "load_memmap", "TensorDictFuture", "save", "load", "save_and_load",
-    "StreamWriter", "check_overwritable", "write_all", "fsync_dir", "verify", "VerifyReport", "Problem", "find_leftovers", "find_orphans", "checksum_file",
+    "StreamWriter", "check_overwritable", "write_all", "fsync_dir", "verify", "VerifyReport", "Problem", "find_leftovers", "find_orphans", "find_dead_temps", "checksum_file",
     "DetachedWriteWarning", "LoadedRagged", "FORMAT_NAME", "FORMAT_VERSION", "TypedCopyFormat", "register_typed_copy",
 ]

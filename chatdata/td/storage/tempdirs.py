@@ -35,7 +35,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no orphan detection
     fcntl = None
 
-__all__ = ["WriterTemp", "find_orphans", "remove_orphans", "temp_name"]
+__all__ = ["WriterTemp", "find_orphans", "find_dead_temps", "remove_orphans", "temp_name"]
 
 LOCK_NAME = "writer.lock"
 _TEMP_RE = re.compile(r"^\.(?P<stem>.*)\.tmp-[0-9a-f]{12}$")
@@ -165,6 +165,32 @@ def find_orphans(path) -> list[Path]:
                 out.append(folder)
         elif m["stem"] == name and _age(folder, deep=True) > _LEGACY_GRACE_S:
             out.append(folder)  # a legacy temporary folder (the data itself, no lock)
+    return sorted(out)
+
+
+def find_dead_temps(parent) -> list[Path]:
+    """The temporary folders in ``parent`` whose writer is gone, whatever they were to become:
+    the rest of saves killed before their final rename (a shard a killed writer never finished,
+    for example, whose target no one knows of). A folder of a live writer never is one.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> find_dead_temps(pathlib.Path(tempfile.mkdtemp()))
+        []
+    """
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        if _TEMP_RE.match(entry.name) is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        folder = Path(entry.path)
+        state, _ = _lock_owner(folder)
+        grace = _LEGACY_GRACE_S if (folder / "meta.json").exists() else _UNLOCKED_GRACE_S  # as find_orphans
+        if state == "dead" or (state == "unknown" and _age(folder, deep=True) > grace):
+            out.append(folder)
     return sorted(out)
 
 

@@ -197,6 +197,13 @@ def checked_messages(arr, column: str = "messages"):
         arr, fixed = arr.cast(t), False
     if (_is_list(t) or fixed) and is_json_type(t.value_type):  # HF from_list(..., on_mixed_types="use_json")
         raise _hf_json_refusal(f"column {column!r}", t, column)
+    if isinstance(t, pa.ExtensionType) and "pickled" in t.extension_name:
+        # Ray keeps rows Arrow cannot type as pickled Python objects, which chatdata never unpickles
+        raise TypeError(f"column {column!r} holds pickled Python objects ({t.extension_name}): Ray Data could not "
+                        "make an Arrow column of these rows: a lone surrogate in a string (fix its encoding), or "
+                        "values of one key that Arrow cannot give one type (content as text in one message and a "
+                        "list of parts in another: make the blocks with "
+                        "ray.data.from_arrow(chatdata.History.from_chats(chats).to_arrow()))")
     if not (_is_list(t) or fixed) or not pa.types.is_struct(t.value_type):
         raise TypeError(f"column {column!r} has type {t}; expected {_EXPECTED}")
     st = t.value_type

@@ -47,14 +47,20 @@ def ragged_from_arrow(table):
     for name in table.column_names:
         arr = table.column(name)
         arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)) or arr.null_count:
-            raise TypeError(f"column {name!r} has type {arr.type} (or null rows); expected lists of numbers")
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+            raise TypeError(f"column {name!r} has type {arr.type}; expected lists of numbers")
+        if arr.null_count:
+            row = int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+            raise ValueError(f"row {row}: {name!r} is null; a token row holds a list of numbers")
         off = arr.offsets.to_numpy().astype(np.int64)
         off = off - off[0]
         if offsets is None:
             offsets = off
         elif not np.array_equal(offsets, off):
-            raise ValueError(f"column {name!r} has other row lengths than {table.column_names[0]!r}")
+            row = int(np.flatnonzero(np.diff(offsets) != np.diff(off))[0])
+            raise ValueError(f"row {row}: {name!r} holds {int(off[row + 1] - off[row])} values but "
+                             f"{table.column_names[0]!r} {int(offsets[row + 1] - offsets[row])}; a token row's "
+                             "columns have one length")
         if name == "input_ids" and not pa.types.is_integer(arr.type.value_type):
             raise TypeError(f"column 'input_ids' holds {arr.type.value_type} values; token ids are integers")
         try:

@@ -18,13 +18,13 @@ from .deps import require_pyarrow
 from .shard_tables import ragged_from_arrow
 from .shard_manifest import SHARDS, new_shard_name
 
-__all__ = ["write_shard_from_arrow"]
+__all__ = ["write_shard_from_arrow", "shard_from_arrow", "write_shard"]
 
 
-def write_shard_from_arrow(table, out, column: str = "messages", job: str | None = None):
-    """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
-    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched). ``job``
-    goes into the shard's name (see :func:`~chatdata.io.shard_manifest.new_shard_name`)."""
+def shard_from_arrow(table, column: str = "messages"):
+    """``(obj, kind)``: the History (``"History"``) or ragged token stack (``"tokens"``) that
+    ``table`` (message rows, or token rows) becomes as a shard. Raises ValueError / TypeError
+    naming the row (``row N: ...``) or the column a shard cannot hold."""
     pa = require_pyarrow()
     from ..history import History
 
@@ -36,13 +36,26 @@ def write_shard_from_arrow(table, out, column: str = "messages", job: str | None
             raise ValueError(f"rows have columns {others} besides {column!r}, which a History shard cannot hold; "
                              f"drop them first (ray: ds.select_columns([{column!r}])) or keep them in a dataset "
                              "of their own")
-        obj, kind = History.from_arrow(table, column), "History"
-    elif "input_ids" in table.column_names:
-        obj, kind = ragged_from_arrow(table), "tokens"
-    else:
-        raise ValueError(f"rows have columns {table.column_names}; expected {column!r} or 'input_ids'")
+        return History.from_arrow(table, column), "History"
+    if "input_ids" in table.column_names:
+        return ragged_from_arrow(table), "tokens"
+    raise ValueError(f"rows have columns {table.column_names}; expected {column!r} or 'input_ids'")
+
+
+def write_shard(obj, kind: str, out, job: str | None = None):
+    """Write ``obj`` (from :func:`shard_from_arrow`) as a new shard under ``out/shards/``; returns
+    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched)."""
+    pa = require_pyarrow()
     name = f"{SHARDS}/{new_shard_name(job)}"
     target = Path(out) / name
     target.parent.mkdir(parents=True, exist_ok=True)
     obj.memmap(str(target), copy_existing=True)  # a loaded (memory-mapped) dataset is copied in
     return pa.table({"path": [name], "items": [int(obj.batch_size[0])], "kind": [kind]})
+
+
+def write_shard_from_arrow(table, out, column: str = "messages", job: str | None = None):
+    """Write ``table`` (message rows, or token rows) as a new shard under ``out/shards/``; returns
+    a one-row table ``{path, items, kind}`` describing it (the manifest is not touched). ``job``
+    goes into the shard's name (see :func:`~chatdata.io.shard_manifest.new_shard_name`)."""
+    obj, kind = shard_from_arrow(table, column)
+    return write_shard(obj, kind, out, job)

@@ -109,9 +109,27 @@ def _ordered(ds=None):
 
 
 def _write_batch(batch, out: str, column: str, job: str):
-    from ..io.shard_writer import write_shard_from_arrow
+    """One batch -> one shard; a batch that cannot be one returns its error instead of raising it:
+    only the driver, which counts the rows of the batches before it, can name the dataset's row."""
+    pa = require_pyarrow()
+    from ..io.shard_writer import shard_from_arrow, write_shard
 
-    return write_shard_from_arrow(batch, out, column, job)
+    try:
+        obj, kind = shard_from_arrow(batch, column)
+    except (ValueError, TypeError) as err:
+        return pa.table({"path": [""], "items": [batch.num_rows], "kind": [""], "error": [str(err)]})
+    return write_shard(obj, kind, out, job).append_column("error", pa.array([None], pa.string()))
+
+
+def _at_row(message: str, first: int, n: int) -> str:
+    """A batch's error as the dataset's: ``row 1: ...`` of the batch of rows ``first..`` becomes
+    ``row first+1: ...``; an error of the whole batch names its rows."""
+    import re
+
+    m = re.match(r"(?:row|chat) (\d+)(.*)", message, re.S)
+    if m:
+        return f"row {first + int(m[1])}{m[2]}"
+    return f"rows {first} to {first + n - 1}: {message}"
 
 
 def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", overwrite: bool = False):
@@ -119,9 +137,11 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
     :func:`tokenize`; a message row with other columns is refused, as a shard cannot keep them) as a
     sharded chatdata dataset at ``path``: workers write shards of at most ``rows_per_shard``
     rows in parallel, then the driver commits them to the manifest at once (in row order).
-    Appends to an existing sharded dataset unless ``overwrite``. Returns the ShardedDataset. If a
-    worker fails (a bad row), nothing is committed and the shards the other workers wrote are
-    removed: the folder is as it was, and the same call can be retried.
+    Appends to an existing sharded dataset unless ``overwrite``. Returns the ShardedDataset. A bad
+    row raises ValueError naming it (its place in ``ds``) at the first batch that holds one; then,
+    and if a worker fails, nothing is committed and the shards the workers wrote are removed: the
+    folder is as it was, and the same call can be retried. A folder holding only the shards of a
+    write that was killed before its commit is written into as an empty one (they stay leftovers).
 
     Example:
         >>> chatdata.ray.write(ds, "corpus/", rows_per_shard=100_000).num_shards   # doctest: +SKIP
@@ -144,7 +164,15 @@ def write(ds, path, *, rows_per_shard: int = 100_000, column: str = "messages", 
         with _ordered(ds):
             written = ds.map_batches(functools.partial(_write_batch, out=str(out), column=column, job=job),
                                      batch_size=rows_per_shard, batch_format="pyarrow", zero_copy_batch=True)
-            rows = written.take_all()
+            rows, first, it = [], 0, iter(written.iter_rows())
+            try:
+                for r in it:  # in row order: the rows before a bad batch are counted when it comes
+                    if r["error"] is not None:
+                        raise ValueError(_at_row(r["error"], first, int(r["items"])))
+                    rows.append(r)
+                    first += int(r["items"])
+            finally:
+                getattr(it, "close", lambda: None)()  # stops the job at the first bad batch
         entries = [{"path": r["path"], "items": int(r["items"])} for r in rows]
         kinds = {r["kind"] for r in rows}
         if len(kinds) > 1:

@@ -75,15 +75,39 @@ def _row_of(flat_index: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
     """``(row, reason)`` for every row that cannot become a conversation: a null row, a null
-    message, a message without a role, a user, system or tool message without content.
+    message, a message without a role, a user, system or tool message without content, data that
+    is not what its Arrow type says (text that is not UTF-8, from a damaged Parquet file).
     Vectorised; raises TypeError for a column of the wrong type (see :mod:`.arrow_check`)."""
     return _bad_rows(checked_messages(_column_of(obj, column), column), column)
+
+
+def _invalid_rows(arr, first: int = 0, limit: int = 100) -> list[tuple[int, str]]:
+    """``(row, reason)`` for the rows of ``arr`` that fail Arrow's full validation (text that is
+    not UTF-8, offsets out of their buffers), found by halving; up to ``limit`` of them. Each half
+    is taken (copied): a slice shares its children whole, so it would fail for every row."""
+    pa = require_pyarrow()
+    try:
+        arr.validate(full=True)
+        return []
+    except pa.ArrowInvalid as err:
+        if len(arr) == 1:
+            why = str(err).rsplit("Invalid: ", 1)[-1]
+            return [(first, "text that is not UTF-8" if "UTF8" in why else f"corrupt data ({why})")]
+    half = len(arr) // 2
+    found = []
+    for a, b in ((0, half), (half, len(arr))):
+        if len(found) < limit:
+            found += _invalid_rows(arr.take(pa.array(np.arange(a, b))), first + a, limit - len(found))
+    return found
 
 
 def _bad_rows(arr, column: str) -> list[tuple[int, str]]:
     """:func:`find_bad_rows` of a column :func:`.checked_messages` gave."""
     pa = require_pyarrow()
     bad: dict[int, str] = {}
+    # Parquet readers hand over string bytes unchecked: a damaged file would be saved as text that is not text
+    for r, why in _invalid_rows(arr):
+        bad[r] = f"{why}: the file it came from is damaged, or holds text in another encoding"
     if arr.null_count:
         for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
             bad[i] = f"{column} is null"

@@ -92,7 +92,11 @@ def table_files(src) -> list[Path]:
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"{state}: not a datasets save_to_disk state file ({err})") from None
         for f in files:
-            if f.parent != p or not f.is_file():
+            if f.parent != p or f.name in ("", ".", ".."):  # "../x", "/etc/x", "sub/x": a save lists its own files only
+                raise ValueError(f"{state}: data file {str(f.relative_to(p) if f.is_relative_to(p) else f)!r} is "
+                                 f"not a file of {p}; a save_to_disk folder names the .arrow files beside its "
+                                 "state.json (save the dataset again)")
+            if not f.is_file():
                 raise ValueError(f"{state}: data file {f.name} is missing")
         return files
     visible = _visible_files(p)

@@ -1,0 +1,102 @@
+"""Sources that are not what they claim: a Parquet file whose text bytes are damaged (Parquet
+readers hand string bytes over unchecked, so the import used to save text that is not UTF-8 and
+the dataset failed `verify` and `to_chats` later), truncated files, files that are not chatdata's,
+and a `save_to_disk` state file naming files outside its folder."""
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from chatdata import History, load_memmap
+from chatdata.cli import main
+from chatdata.io import verify_dataset
+from chatdata.io.arrow_history import find_bad_rows
+from chatdata.io.tables import import_tables
+
+CHATS = [[{"role": "user", "content": f"question {i:03d} " + "x" * 50}, {"role": "assistant", "content": "ok"}]
+         for i in range(40)]
+
+
+def _damaged_parquet(path, row: int):
+    """CHATS as Parquet (plain encoding, no compression), with the text of ``row`` damaged on disk."""
+    pq.write_table(pa.table({"messages": CHATS}), path, compression="none", use_dictionary=False)
+    data = bytearray(path.read_bytes())
+    marker = f"question {row:03d} ".encode()
+    at = data.index(marker)
+    assert data.count(marker) == 1
+    data[at + 3:at + 5] = b"\xff\xfe"  # a byte no UTF-8 text holds
+    path.write_bytes(bytes(data))
+
+
+def test_damaged_text_in_a_parquet_file_names_its_row_and_is_never_saved(tmp_path, capsys):
+    src = tmp_path / "damaged.parquet"
+    _damaged_parquet(src, row=23)
+    table = pq.read_table(src)  # pyarrow reads it without a word
+    with pytest.raises(ValueError, match=r"^row 23: text that is not UTF-8: the file it came from is damaged"):
+        History.from_arrow(table)
+    assert [r for r, _ in find_bad_rows(table)] == [23]
+    # the import skips and reports the row, like any bad row; what it writes verifies and reads
+    assert main(["import", str(src), str(tmp_path / "ds"), "-q"]) == 0
+    assert "row 23: text that is not UTF-8" in capsys.readouterr().err
+    assert verify_dataset(tmp_path / "ds").ok
+    assert load_memmap(tmp_path / "ds").to_chats() == CHATS[:23] + CHATS[24:]
+    assert main(["import", str(src), str(tmp_path / "strict"), "--strict", "-q"]) == 1
+    assert not (tmp_path / "strict").exists()
+    stats = import_tables(src, tmp_path / "sharded", shard_size=7, overwrite=False)
+    assert stats.bad == 1 and verify_dataset(tmp_path / "sharded").ok
+
+
+def test_text_arrays_that_are_not_utf8_are_refused_by_row(tmp_path):
+    # a string array over bytes that are not UTF-8 (what a damaged file or a careless writer gives)
+    data = "okhi".encode() + b"\xc3" + "yo".encode()
+    offsets = pa.py_buffer(pa.array([0, 2, 5, 7], pa.int32()).buffers()[1])
+    content = pa.Array.from_buffers(pa.string(), 3, [None, offsets, pa.py_buffer(data)])
+    role = pa.array(["user"] * 3)
+    msgs = pa.StructArray.from_arrays([role, content], names=["role", "content"])
+    arr = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), msgs)
+    with pytest.raises(ValueError, match=r"^row 1: text that is not UTF-8"):
+        History.from_arrow(pa.table({"messages": arr}))
+    assert History.from_arrow(pa.table({"messages": arr.take([0, 2])})).to_chats() == [
+        [{"role": "user", "content": "ok"}], [{"role": "user", "content": "yo"}]]
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.99])
+def test_a_truncated_parquet_file_is_named_and_nothing_is_written(tmp_path, cut):
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"messages": CHATS}), good)
+    data = good.read_bytes()
+    src = tmp_path / "cut.parquet"
+    src.write_bytes(data[:int(len(data) * cut)])
+    with pytest.raises(ValueError, match=r"cut.parquet: cannot read it as Parquet"):
+        import_tables(src, tmp_path / "out", overwrite=False)
+    with pytest.raises(ValueError, match=r"cut.parquet: cannot read it as Parquet"):
+        import_tables(src, tmp_path / "sharded", shard_size=5, overwrite=False)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "sharded").exists()
+
+
+@pytest.mark.parametrize("table, match", [
+    (pa.table({"prompt": ["a"], "completion": ["b"]}), r"no column 'messages' \(columns: \['prompt', 'completion'\]\)"),
+    (pa.table({"messages": [[{"content": "no role"}]]}), r"role"),
+    (pa.table({"messages": [[{"from": "human", "value": "hi"}]]}), r"role|ShareGPT"),
+])
+def test_a_parquet_file_that_is_not_chatdatas_says_what_is_missing(tmp_path, table, match):
+    src = tmp_path / "other.parquet"
+    pq.write_table(table, src)
+    with pytest.raises((TypeError, ValueError), match=match):
+        import_tables(src, tmp_path / "out", overwrite=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["../outside.arrow", "/etc/passwd", "sub/data.arrow", ".."])
+def test_a_save_to_disk_state_file_naming_files_outside_its_folder_is_refused(tmp_path, name):
+    folder = tmp_path / "saved"
+    (folder / "sub").mkdir(parents=True)
+    table = History.from_chats(CHATS[:2]).to_arrow()
+    for f in (tmp_path / "outside.arrow", folder / "sub" / "data.arrow"):
+        with pa.OSFile(str(f), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": name}]}))
+    with pytest.raises(ValueError, match=r"state.json: data file .* (is not a file of|is missing)"):
+        import_tables(folder, tmp_path / "out", overwrite=False)
+    assert not (tmp_path / "out").exists()

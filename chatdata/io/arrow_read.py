@@ -81,10 +81,11 @@ def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
     return _bad_rows(checked_messages(_column_of(obj, column), column), column)
 
 
-def _invalid_rows(arr, first: int = 0, limit: int = 100) -> list[tuple[int, str]]:
-    """``(row, reason)`` for the rows of ``arr`` that fail Arrow's full validation (text that is
-    not UTF-8, offsets out of their buffers), found by halving; up to ``limit`` of them. Each half
-    is taken (copied): a slice shares its children whole, so it would fail for every row."""
+def _invalid_rows(arr, first: int = 0) -> list[tuple[int, str]]:
+    """``(row, reason)`` for every row of ``arr`` that fails Arrow's full validation (text that is
+    not UTF-8, offsets out of their buffers), found by halving: one pass when all is well, at most
+    one pass per halving level (log2 of the rows) when not. Each half is taken (copied): a slice
+    shares its children whole, so it would fail for every row."""
     pa = require_pyarrow()
     try:
         arr.validate(full=True)
@@ -94,11 +95,8 @@ def _invalid_rows(arr, first: int = 0, limit: int = 100) -> list[tuple[int, str]
             why = str(err).rsplit("Invalid: ", 1)[-1]
             return [(first, "text that is not UTF-8" if "UTF8" in why else f"corrupt data ({why})")]
     half = len(arr) // 2
-    found = []
-    for a, b in ((0, half), (half, len(arr))):
-        if len(found) < limit:
-            found += _invalid_rows(arr.take(pa.array(np.arange(a, b))), first + a, limit - len(found))
-    return found
+    return [*_invalid_rows(arr.take(pa.array(np.arange(0, half))), first),
+            *_invalid_rows(arr.take(pa.array(np.arange(half, len(arr)))), first + half)]
 
 
 def _bad_rows(arr, column: str) -> list[tuple[int, str]]:

@@ -100,3 +100,40 @@ def test_a_save_to_disk_state_file_naming_files_outside_its_folder_is_refused(tm
     with pytest.raises(ValueError, match=r"state.json: data file .* (is not a file of|is missing)"):
         import_tables(folder, tmp_path / "out", overwrite=False)
     assert not (tmp_path / "out").exists()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _texts_with_bad_bytes(texts, bad):
+    """A string array of ``texts`` whose values at ``bad`` get a byte no UTF-8 text holds."""
+    raw = [t.encode() + (b"\xff" if i in bad else b"") for i, t in enumerate(texts)]
+    offsets = [0]
+    for r in raw:
+        offsets.append(offsets[-1] + len(r))
+    return pa.Array.from_buffers(pa.large_string(), len(raw), [None, pa.py_buffer(pa.array(offsets, pa.int64())
+                                                                                  .buffers()[1]),
+                                                               pa.py_buffer(b"".join(raw))])
+
+
+@settings(max_examples=40)
+@given(lengths=st.lists(st.integers(0, 3), min_size=1, max_size=12), data=st.data())
+def test_every_row_holding_text_that_is_not_utf8_is_named_and_no_other(lengths, data):
+    n_msgs = sum(lengths)
+    texts = [data.draw(st.sampled_from(["", "a", "é", "🙂x", "\x00", "中文"])) for _ in range(n_msgs)]
+    bad_msgs = set(data.draw(st.lists(st.integers(0, max(n_msgs - 1, 0)), max_size=3))) if n_msgs else set()
+    content = _texts_with_bad_bytes(texts, bad_msgs)
+    msgs = pa.StructArray.from_arrays([pa.array(["user"] * n_msgs, pa.large_string()), content], names=["role", "content"])
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    arr = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), msgs)
+    row_of = [r for r, n in enumerate(lengths) for _ in range(n)]
+    expected = sorted({row_of[m] for m in bad_msgs})
+    got = find_bad_rows(pa.table({"messages": arr}))
+    assert [r for r, _ in got] == expected and all("not UTF-8" in why for _, why in got)
+    if not expected:
+        assert History.from_arrow(pa.table({"messages": arr})).to_chats() == \
+            [[{"role": "user", "content": texts[m]} for m in range(offsets[r], offsets[r + 1])]
+             for r in range(len(lengths))]

@@ -49,6 +49,16 @@ _UNCOMMITTED = ("{p} holds the shards of a sharded write that has not committed 
                 "stopped, or is still running), so no dataset yet; run the write again, or delete the folder")
 
 
+def _tables_hint(p: Path) -> str:
+    """How to read ``p`` when it is a table file or a folder of them (Parquet, Arrow, HF datasets)."""
+    suffixes = (".parquet", ".arrow", ".feather", ".ipc")
+    tables = p.suffix.lower() in suffixes if p.is_file() else \
+        (p / "state.json").is_file() or (p / "dataset_dict.json").is_file() or \
+        any(f.suffix.lower() in suffixes for f in p.iterdir())
+    return (f"; it holds Parquet / Arrow tables: `chatdata import {p} OUT` makes a dataset of them "
+            "(History.from_arrow reads one table)") if tables else ""
+
+
 def _refuse_foreign(p: Path) -> None:
     """Refuse a folder holding anything but a sharded dataset's own files (the lock, the shards,
     a manifest being written by another writer, the shards of a write killed before its commit)."""
@@ -73,7 +83,8 @@ def open_dataset(path, mode: str = "r"):
     p = Path(path)
     if mode == "a":
         if (p / "meta.json").is_file() and not (p / MANIFEST).is_file():
-            raise ValueError(f"{p} is a plain (unsharded) dataset; append shards to a sharded folder instead")
+            raise ValueError(f"{p} holds a meta.json: a plain (unsharded) dataset, or another program's folder; "
+                             "append shards to a sharded folder instead")
         if p.exists() and not p.is_dir():
             raise ValueError(f"{p} is a file, not a dataset folder")
         if not (p / MANIFEST).is_file():
@@ -100,7 +111,10 @@ def open_dataset(path, mode: str = "r"):
         raise FileNotFoundError(f"{p}: no such dataset")
     if uncommitted_shards(p):
         raise _format_error(_UNCOMMITTED.format(p=p, manifest=MANIFEST))
-    raise _format_error(f"{p} is neither a chatdata dataset (no meta.json) nor a sharded one (no {MANIFEST})")
+    if p.is_file():
+        raise _format_error(f"{p} is a file, not a dataset folder{_tables_hint(p)}")
+    raise _format_error(f"{p} is neither a chatdata dataset (no meta.json) nor a sharded one (no {MANIFEST})"
+                        f"{_tables_hint(p)}")
 
 
 class ShardedWriter:

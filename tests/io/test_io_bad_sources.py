@@ -137,3 +137,26 @@ def test_every_row_holding_text_that_is_not_utf8_is_named_and_no_other(lengths, 
         assert History.from_arrow(pa.table({"messages": arr})).to_chats() == \
             [[{"role": "user", "content": texts[m]} for m in range(offsets[r], offsets[r + 1])]
              for r in range(len(lengths))]
+
+
+def test_folders_that_are_not_datasets_say_what_they_are(tmp_path):
+    from chatdata import FormatError, open_dataset
+
+    pq.write_table(pa.table({"messages": CHATS[:1]}), tmp_path / "a.parquet")
+    (tmp_path / "tables").mkdir()
+    pq.write_table(pa.table({"messages": CHATS[:1]}), tmp_path / "tables" / "part-0.parquet")
+    for src in (tmp_path / "a.parquet", tmp_path / "tables"):
+        with pytest.raises(FormatError, match=r"holds Parquet / Arrow tables: `chatdata import .* OUT`"):
+            open_dataset(src)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    with pytest.raises(FormatError, match=r"neither a chatdata dataset \(no meta.json\) nor a sharded one"
+                                          r" \(no manifest.json\)$"):
+        open_dataset(tmp_path / "notes")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "meta.json").write_text('{"model": "x"}')  # another program's meta.json
+    with pytest.raises(FormatError, match=r"neither a chatdata folder \(no 'format'\) nor a tensordict one"):
+        open_dataset(tmp_path / "other")
+    with pytest.raises(ValueError, match="or another program's folder"):
+        open_dataset(tmp_path / "other", mode="a")
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["meta.json"]  # nothing written

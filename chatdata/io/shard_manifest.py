@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["MANIFEST", "LOCK", "SHARDS", "is_sharded", "uncommitted_shards", "commit_shards", "new_shard_name",
+__all__ = ["MANIFEST", "LOCK", "SHARDS", "is_sharded", "uncommitted_shards", "shard_outside", "commit_shards", "new_shard_name",
            "remove_job_shards", "remove_replaced", "missing_folders", "remove_empty"]
 
 MANIFEST = "manifest.json"
@@ -68,6 +68,23 @@ def uncommitted_shards(path) -> list | None:
     if all(k.name.startswith(("shard-", ".shard-")) and k.is_dir() and not k.is_symlink() for k in kids):
         return kids
     return None
+
+
+def shard_outside(folder, entry_path: str):
+    """Where the shard ``entry_path`` of the dataset ``folder`` really is, if a symbolic link on
+    the way leads it out of the folder (the manifest's paths are checked to stay inside only as
+    text); ``None`` when it is inside.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> (root / "shards").mkdir(); (root / "shards" / "up").symlink_to(root.parent)
+        >>> shard_outside(root, "shards/a") is None, shard_outside(root, "shards/up/x") == root.parent.resolve() / "x"
+        (True, True)
+    """
+    root = Path(folder).resolve()
+    real = (root / entry_path).resolve()
+    return None if real == root or root in real.parents else real
 
 
 def _kind_of(obj) -> str:

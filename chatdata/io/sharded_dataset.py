@@ -18,9 +18,12 @@ from pathlib import Path
 
 from .lazy_history import LazyShards
 from .shard_manifest import (MANIFEST, SHARDS, _format_error, _is_history, _items, _kind_of, _read_manifest,
-                             commit_shards, new_shard_name)
+                             commit_shards, new_shard_name, shard_outside)
 
 __all__ = ["ShardedDataset"]
+
+_OUTSIDE = ("shard {i} ({path}) leads out of the dataset folder, to {real}, through a symbolic link; "
+            "a shard is a folder inside its dataset: copy it in (or open that dataset itself), or remove the entry")
 
 
 class ShardedDataset(LazyShards):
@@ -41,6 +44,9 @@ class ShardedDataset(LazyShards):
         """Re-read the manifest (a reader sees the shards committed when it (re)opened)."""
         m = _read_manifest(self.path)
         for i, s in enumerate(m["shards"]):
+            outside = shard_outside(self.path, s["path"])
+            if outside is not None:
+                raise _format_error(f"{self.path / MANIFEST}: " + _OUTSIDE.format(i=i, path=s["path"], real=outside))
             if not (self.path / s["path"] / "meta.json").is_file():
                 raise _format_error(f"{self.path / MANIFEST}: shard {i} ({s['path']}) is missing "
                                     f"(no {self.path / s['path'] / 'meta.json'})")

@@ -3,7 +3,8 @@
 A plain folder is checked by :func:`chatdata.td.storage.verify.verify`. A sharded folder (see
 :mod:`chatdata.io.sharded`) is checked shard by shard with it, and on top of that:
 
-* ``manifest.json`` reads as a sharded manifest, and every shard it names exists;
+* ``manifest.json`` reads as a sharded manifest, and every shard it names exists inside the
+  folder (not through a symbolic link leading out of it);
 * every shard holds as many items as the manifest says, and the manifest's total adds up;
 * shard folders that the manifest does not name are listed as leftovers (a writer killed
   before its commit leaves one; a writer running right now may be about to add it), and so are
@@ -29,7 +30,8 @@ from pathlib import Path
 
 from ..td import FormatError
 from ..td.storage import Problem, VerifyReport, find_dead_temps, verify
-from .shard_manifest import MANIFEST, SHARDS, _read_manifest, is_sharded, uncommitted_shards
+from .shard_manifest import MANIFEST, SHARDS, _read_manifest, is_sharded, shard_outside, uncommitted_shards
+from .sharded_dataset import _OUTSIDE
 
 __all__ = ["verify_dataset"]
 
@@ -78,6 +80,11 @@ def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
                                                                  "readers would return its items twice"))
             continue
         named.add(shard.resolve())
+        outside = shard_outside(root, entry["path"])
+        if outside is not None:
+            report.problems.append(Problem(str(root / MANIFEST), _OUTSIDE.format(i=k, path=entry["path"],
+                                                                                  real=outside)))
+            continue
         part = verify(shard, checksums=checksums)
         _merge(report, part)
         if part.ok:

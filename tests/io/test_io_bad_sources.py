@@ -160,3 +160,32 @@ def test_folders_that_are_not_datasets_say_what_they_are(tmp_path):
     with pytest.raises(ValueError, match="or another program's folder"):
         open_dataset(tmp_path / "other", mode="a")
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["meta.json"]  # nothing written
+
+
+@pytest.mark.parametrize("how", ["link as shard", "link on the way"])
+def test_a_manifest_entry_leading_out_of_the_folder_through_a_symlink_is_refused(tmp_path, how):
+    from chatdata import FormatError, open_dataset
+
+    corpus = tmp_path / "corpus"
+    open_dataset(corpus, mode="a").append(History.from_chats(CHATS[:1]))
+    History.from_chats([[{"role": "user", "content": "private"}]]).memmap(tmp_path / "private")
+    if how == "link as shard":
+        (corpus / "shards" / "shard-link").symlink_to(tmp_path / "private")
+        entry = "shards/shard-link"
+    else:
+        (corpus / "shards" / "up").symlink_to(tmp_path)
+        entry = "shards/up/private"
+    m = json.loads((corpus / "manifest.json").read_text())
+    m["shards"].append({"path": entry, "items": 1})
+    m["items"] += 1
+    (corpus / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(FormatError, match=rf"manifest.json: shard 1 \({entry}\) leads out of the dataset folder"):
+        open_dataset(corpus)
+    report = verify_dataset(corpus)
+    assert not report.ok and "leads out of the dataset folder" in report.problems[0].message
+    # a dataset whose own folder is reached through a link is inside itself
+    (tmp_path / "alias").symlink_to(corpus)
+    m["shards"].pop()
+    m["items"] -= 1
+    (corpus / "manifest.json").write_text(json.dumps(m))
+    assert open_dataset(tmp_path / "alias").to_chats() == CHATS[:1] and verify_dataset(tmp_path / "alias").ok

@@ -52,7 +52,7 @@ def verify_dataset(path, *, checksums: bool = True) -> VerifyReport:
     root = Path(path)
     if not is_sharded(path):
         kids = uncommitted_shards(root)
-        if not kids:
+        if kids is None or not (kids or (root / SHARDS).is_dir()):  # an empty folder is not a killed write's
             return verify(path, checksums=checksums)
         report = VerifyReport(root)  # the shards of a sharded write that never committed: no dataset yet
         report.problems.append(Problem(str(root / MANIFEST), f"is missing: a sharded write into {root} has not "

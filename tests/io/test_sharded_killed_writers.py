@@ -147,3 +147,13 @@ def test_verify_does_not_list_the_shard_a_live_writer_is_writing(tmp_path):
         w.abort()
     assert not [p for p in (path / "shards").iterdir() if p.name.startswith(".")]
     assert json.loads((path / "manifest.json").read_text())["items"] == 1
+
+
+def test_a_folder_holding_only_an_empty_shards_folder_is_a_write_that_never_committed(tmp_path):
+    (tmp_path / "c" / "shards").mkdir(parents=True)  # a writer killed right after making it
+    report = verify_dataset(tmp_path / "c")
+    assert not report.ok and "has not committed" in report.problems[0].message and report.leftovers == []
+    (tmp_path / "empty").mkdir()
+    assert "is not a saved collection" in verify_dataset(tmp_path / "empty").problems[0].message
+    open_dataset(tmp_path / "c", mode="a").append(History.from_chats(_chats("x", 1)))
+    assert verify_dataset(tmp_path / "c").ok

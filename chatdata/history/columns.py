@@ -299,6 +299,10 @@ def _content_parts(content, batch_size) -> list:
 
 def rows_to_messages(td: TensorDict) -> list[dict]:
     """Message dicts of every element of the storage TensorDict ``td`` (flattened)."""
+    missing = [k for k in ("role", "content") if k not in td._tensordict]
+    if missing:  # e.g. left by empty(): every message would read {"role": None, ...}
+        raise ValueError(f"this History has no {missing} column; every message needs 'role' and 'content' "
+                         "(build it with from_chats, or set the column: h.role = [...])")
     roles = column(td, "role")
     contents = column(td, "content")
     flags_entry = td._tensordict.get(FLAGS_KEY)

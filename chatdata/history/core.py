@@ -32,6 +32,7 @@ from .changes import ChangeMethods, int_index, one_key, own_columns, storage_of
 from .columns import CONTENT_ABSENT, FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
 from .field_checks import check_content_rule, check_message_columns, message_column
+from .selection import SelectMethods
 from .state import StateMethods
 
 __all__ = ["History"]
@@ -54,7 +55,7 @@ def _set_is_complete(self: "History", value) -> None:
     self.set("is_complete", value)
 
 
-class History(ChangeMethods, StateMethods, TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
+class History(ChangeMethods, SelectMethods, StateMethods, TensorClass["nocast"]):  # as torchrl: bools and lists stored as given, not cast to tensors
     """Chat messages with the fields ``role``, ``content``, ``is_complete``, ``tool_calls``,
     ``tool_responses`` and ``extra`` (a dict of any other message keys: ``name``,
     ``tool_call_id``, ``reasoning_content``, ...).

@@ -27,6 +27,7 @@ from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td import cat
 from .columns import CONTENT_ABSENT, DEFAULTS, FLAGS_KEY, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES, _stack, normalize_storage
 from .content import ContentBase
+from .copy_on_write import own_for_write
 from .field_checks import FIELD_RULES, check_content_rule, check_field, field_error
 from .ragged_ops import as_ragged, concat_rows, single_row
 
@@ -127,7 +128,13 @@ class ChangeMethods:
             # object (a copy), and a refused value would be left in it. Only a loaded folder's constant
             # takes one valid value in place (written through to the folder)
             inplace = False
-        super().set(key, value, inplace=inplace)
+        if not inplace and isinstance(storage, TensorDict) and storage.is_locked and name in self._field_names:
+            # a loaded History's storage is locked, and a locked TensorDict writes into its entries: a new
+            # column (one value per message into a constant) would be written into the folder's constant
+            with storage.unlock_():
+                super().set(key, value, inplace=False)
+        else:
+            super().set(key, value, inplace=inplace)
         if name == "content" and isinstance(storage, TensorDict) and isinstance(value, ContentBase):
             normalize_storage(storage)
         return self
@@ -147,7 +154,15 @@ class ChangeMethods:
             raise TypeError(f"cannot write a batch of conversations of different lengths (batch size "
                             f"{tuple(value.batch_size)}) into messages by index; write messages: a History "
                             "of one conversation or of one message, or message dicts")
-        self._storage[int_index(index)] = storage_of(value)
+        src = storage_of(value)
+        view = self.__dict__.get("_view_of")  # (parent, i): this History is parent[i], a view of its columns
+        if view is not None:
+            parent, i = view
+            if own_for_write(_message_td(parent), src):  # copy-on-write at the parent, then a fresh view of it
+                object.__setattr__(self, "_storage", parent._storage[i])
+        else:
+            own_for_write(self._storage, src)
+        self._storage[int_index(index)] = src
 
     # -- growing -------------------------------------------------------------------------
     def _result(self, storage, inplace: bool) -> "ChangeMethods":

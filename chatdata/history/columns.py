@@ -299,9 +299,8 @@ def _content_parts(content, batch_size) -> list:
 
 def rows_to_messages(td: TensorDict) -> list[dict]:
     """Message dicts of every element of the storage TensorDict ``td`` (flattened)."""
-    missing = [k for k in ("role", "content") if k not in td._tensordict]
-    if missing:  # e.g. left by empty(): every message would read {"role": None, ...}
-        raise ValueError(f"this History has no {missing} column; every message needs 'role' and 'content' "
+    if "role" not in td._tensordict:  # e.g. left by empty(): every message would read {"role": None, ...}
+        raise ValueError("this History has no 'role' column; every message needs a role "
                          "(build it with from_chats, or set the column: h.role = [...])")
     roles = column(td, "role")
     contents = column(td, "content")
@@ -393,6 +392,8 @@ def normalize_storage(td: TensorDict) -> TensorDict:
     for name in ("is_complete", "tool_calls", "tool_responses", "extra"):
         if name not in entries:
             entries[name] = NonTensorData(DEFAULTS[name], batch_size=bs)
+    if "content" not in entries and "role" in entries:  # History(..., content=None): None for every message
+        entries["content"] = NonTensorData(None, batch_size=bs)  # (a saved History needs the column to load)
     if FLAGS_KEY not in entries:
         entries[FLAGS_KEY] = torch.zeros(bs, dtype=torch.int8)
     from ..td.tensorclass import TensorClass

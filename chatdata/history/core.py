@@ -337,7 +337,13 @@ class History(ChangeMethods, SelectMethods, StateMethods, TensorClass["nocast"])
 
     def _index(self, index):
         # a DataLoader hands out 0-d tensors as indices: they select like the int they hold
-        return super()._index(int_index(index))
+        index = int_index(index)
+        out = super()._index(index)
+        if type(index) is int and self.ndim >= 2 and isinstance(out, History):
+            # out shares self's columns: a message written into it (out[j] = message) is written into
+            # self, and a column self must first copy (a constant, a loaded file) is copied there
+            out.__dict__["_view_of"] = (self, index)
+        return out
 
     # -- templates -----------------------------------------------------------------------
     def apply_chat_template(

@@ -105,7 +105,7 @@ def test_as_tensordict_gives_the_raw_columns_also_for_a_ragged_batch():
 
 
 def test_a_history_left_without_role_by_empty_names_it_in_to_chats():
-    with pytest.raises(ValueError, match=r"no \['role', 'content'\] column"):
+    with pytest.raises(ValueError, match=r"no 'role' column"):
         History.from_chats(CHAT).empty().to_chats()
 
 
@@ -113,3 +113,10 @@ def test_an_excluded_history_saves_and_loads(tmp_path):
     h = History.from_chats(BATCH).exclude("extra")
     h.memmap(tmp_path / "h")
     assert History.load_memmap(tmp_path / "h").to_chats() == [[{"role": "user", "content": "hi"}, CHAT[1]], BATCH[1]]
+
+
+def test_a_history_built_with_content_none_saves_a_folder_that_loads(tmp_path):
+    # the constructor left no content column, and the saved folder failed to load ("['content'] missing")
+    h = History(role="assistant", content=None, tool_calls=[{"id": "1"}])
+    h.memmap(tmp_path / "h")
+    assert History.load_memmap(tmp_path / "h").to_chats() == {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}

@@ -4,8 +4,10 @@
 ``chatdata.open_dataset("corpus/")`` answers as the History of all its conversations would, while
 holding none of them: ``batch_size`` ``(n, -1)``, ``len``, indexing (``ds[i]`` a conversation,
 ``ds[i, j]`` a message, ``ds[a:b]`` / ``ds[::k]`` / ``ds[[i, j]]`` / ``ds[tensor]`` / a bool mask
-a History of those conversations, ``ds[a:b, j]`` as History allows), iteration, ``to_chats``,
-``apply_chat_template``, ``to_arrow`` and ``memmap`` (one plain dataset). A sharded token set
+a History of those conversations, ``ds[a:b, j]`` as History allows), iteration, ``to_chats``, ``ds["role"]``,
+``apply_chat_template``, ``conversation_offsets``, ``to_arrow`` and ``memmap`` (one plain dataset). It is
+read-only (writes raise ``TypeError`` saying what to do), and what it gives is a History of its own:
+a write into ``ds[i]`` never changes ``ds`` nor a shard's folder. A sharded token set
 (``kind == "tokens"``) indexes and slices the same way into ragged token stacks.
 
 Opening maps nothing; an item maps only the shard it lives in (found by a bisect over the shards'
@@ -63,6 +65,12 @@ def _as_ids(index, n: int) -> torch.Tensor:
     return torch.where(ids < 0, ids + n, ids)
 
 
+def _own(x):
+    """A History read from a cached shard as a History of its own (a shallow copy: new column
+    indexes, shared strings): a write into it must not change the dataset's other reads."""
+    return x.copy() if isinstance(x, History) else x
+
+
 def _scalar(index):
     if isinstance(index, torch.Tensor) and index.ndim == 0 and not index.is_floating_point() \
             and index.dtype is not torch.bool:
@@ -113,7 +121,8 @@ class LazyShards:
         if not pieces:
             return self._empty()
         if self.kind in _HISTORY_KINDS:
-            return stitch_histories(pieces)
+            out = stitch_histories(pieces)
+            return _own(out) if any(out is p for p in pieces) else out  # one shard's piece: a view of the shard
         if len(pieces) == 1:
             return pieces[0]
         if isinstance(pieces[0], RaggedTensorDict):
@@ -174,7 +183,7 @@ class LazyShards:
                 if not -n <= first < n:
                     raise IndexError(f"index {first} is out of range for a dataset of {n} items")
                 k, j = self._locate(first % n)
-                return self.shard(k)[(j, *rest)]
+                return _own(self.shard(k)[(j, *rest)])
             selected = self[first]
             return selected[(slice(None), *rest)] if rest else selected
         if index is Ellipsis:
@@ -183,7 +192,7 @@ class LazyShards:
             if not -n <= index < n:
                 raise IndexError(f"index {index} is out of range for a dataset of {n} items")
             k, j = self._locate(index % n)
-            return self.shard(k)[j]
+            return _own(self.shard(k)[j])
         if isinstance(index, slice):
             start, stop, step = index.indices(n)
             if step <= 0:
@@ -191,6 +200,10 @@ class LazyShards:
             if step == 1:
                 return self._select_range(start, max(start, stop))
             return self._select_ids(torch.arange(start, max(start, stop), step, dtype=torch.int64))
+        if isinstance(index, str) and self.kind in _HISTORY_KINDS:  # ds["role"]: the field, as History reads it
+            if index not in History._field_names:
+                raise KeyError(f"History has no field {index!r}; its fields are {list(History._field_names)}")
+            return self._field(index)
         if index is None or isinstance(index, (bool, str, float)):
             raise IndexError(f"a sharded dataset is indexed by ints, slices, lists or tensors; got {index!r}")
         return self._select_ids(_as_ids(index, n))
@@ -199,7 +212,7 @@ class LazyShards:
         for k in range(self.num_shards):
             s = self.shard(k)
             for j in range(int(s.batch_size[0]) if s.batch_size else 1):
-                yield s[j]
+                yield _own(s[j])
 
     # -- History methods ------------------------------------------------------------------
     def _require_history(self, what: str) -> None:
@@ -217,12 +230,47 @@ class LazyShards:
         self._require_history(name)
         return [v for k in range(self.num_shards) for v in getattr(self.shard(k), name)]
 
-    role = property(lambda self: self._field("role"), doc="Every message's role, a list per conversation.")
-    content = property(lambda self: self._field("content"), doc="Every message's content, a list per conversation.")
-    is_complete = property(lambda self: self._field("is_complete"))
-    tool_calls = property(lambda self: self._field("tool_calls"))
-    tool_responses = property(lambda self: self._field("tool_responses"))
-    extra = property(lambda self: self._field("extra"))
+    def _read_only(self, *args, **kwargs):
+        raise TypeError(f"{self.path} is a sharded dataset read lazily from its saved shards: it cannot be changed in "
+                        "place. Take the conversations to change as a History (ds[:] or ds[a:b], in memory), change "
+                        "that, and save it (memmap) or add it to a dataset opened with mode=\"a\" (append)")
+
+    __setitem__ = __delitem__ = set = update = update_ = extend = _read_only
+
+    role = property(lambda self: self._field("role"), _read_only, doc="Every message's role, a list per conversation.")
+    content = property(lambda self: self._field("content"), _read_only,
+                       doc="Every message's content, a list per conversation.")
+    is_complete = property(lambda self: self._field("is_complete"), _read_only)
+    tool_calls = property(lambda self: self._field("tool_calls"), _read_only)
+    tool_responses = property(lambda self: self._field("tool_responses"), _read_only)
+    extra = property(lambda self: self._field("extra"), _read_only)
+
+    def conversation_offsets(self) -> torch.Tensor:
+        """int64 offsets of the conversations in the messages of all shards (``History``'s):
+        conversation ``i`` is messages ``offsets[i]:offsets[i+1]``. Reads each shard's offsets only.
+
+        Example:
+            >>> import chatdata
+            >>> w = chatdata.open_dataset("offs", mode="a")
+            >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "a"}]]))
+            >>> w.append(chatdata.History.from_chats([[{"role": "user", "content": "b"}, {"role": "user", "content": "c"}]]))
+            >>> chatdata.open_dataset("offs").conversation_offsets().tolist()
+            [0, 1, 3]
+        """
+        self._require_history("conversation_offsets")
+        parts, base = [torch.zeros(1, dtype=torch.int64)], 0
+        for k in range(self.num_shards):
+            if self.manifest["shards"][k]["items"]:
+                off = self.shard(k).conversation_offsets()
+                parts.append(off[1:] + base)
+                base += int(off[-1])
+        return torch.cat(parts)
+
+    def message_column(self, name: str):
+        """``History.message_column`` over every message: the shards' columns stitched into one
+        (this reads every shard; per shard, ``ds.shard(k).message_column(name)`` reads one)."""
+        self._require_history("message_column")
+        return self[:].message_column(name)
 
     def apply_chat_template(self, **kwargs):
         """``History.apply_chat_template`` over every conversation: shard by shard, the results
@@ -243,6 +291,8 @@ class LazyShards:
             return self[:].apply_chat_template(**kwargs)
         outs = [self.shard(k).apply_chat_template(**kwargs) for k in range(self.num_shards)
                 if self.manifest["shards"][k]["items"]]
+        if not outs:  # every shard empty: the empty History's answer (and its checks of the options)
+            return self[:].apply_chat_template(**kwargs)
         if all(isinstance(o, list) for o in outs):
             return [x for o in outs for x in o]
         if all(isinstance(o, RaggedTensorDict) for o in outs):

@@ -130,9 +130,13 @@ class ChangeMethods:
             inplace = False
         if not inplace and isinstance(storage, TensorDict) and storage.is_locked and name in self._field_names:
             # a loaded History's storage is locked, and a locked TensorDict writes into its entries: a new
-            # column (one value per message into a constant) would be written into the folder's constant
-            with storage.unlock_():
+            # column (one value per message into a constant) would be written into the folder's constant.
+            # Replaced instead, the lock (and the memmap marks unlock_ would drop) kept
+            storage._is_locked = False
+            try:
                 super().set(key, value, inplace=False)
+            finally:
+                storage._is_locked = True
         else:
             super().set(key, value, inplace=inplace)
         if name == "content" and isinstance(storage, TensorDict) and isinstance(value, ContentBase):

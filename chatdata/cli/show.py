@@ -142,6 +142,9 @@ def run(args) -> int:
     from .common import check_output
     from .info_tokens import is_token_set
 
+    if args.overwrite and not args.html:
+        raise CLIError("--overwrite replaces the page of --html FILE; without --html nothing is written "
+                       "(add --html FILE, or drop --overwrite)", code=2)
     selection = selection_from_args(args)
     tokens = is_token_set(args.ds)
     if tokens and (not selection.is_default or args.no_reasoning or args.no_eot or args.template or args.tools):

@@ -108,6 +108,13 @@ def run(args):
     from ..templates import TemplateError
     from ..templates.report import check_template, mark_spans
 
+    if args.all and args.html:
+        raise CLIError("--html writes the page of one template; --all writes the matrix to --out "
+                       "(drop --html, or give one template instead of --all)", code=2)
+    if args.overwrite and not args.html:
+        raise CLIError("--overwrite replaces the page of --html FILE; " + (
+            "--all rewrites --out in place (drop --overwrite)" if args.all
+            else "without --html nothing is written (add --html FILE, or drop --overwrite)"), code=2)
     if args.all:
         return run_all(args)
     if args.target is None:

@@ -117,6 +117,35 @@ def test_an_html_page_in_a_missing_folder_names_the_folder(work):
                    "nowhere", "does not exist")
 
 
+# -- a flag that would do nothing is said, not ignored ---------------------------------------------
+@pytest.mark.parametrize("args, needles", [
+    (("show", "{ds}", "0", "--overwrite"), ("--overwrite", "--html FILE", "nothing is written")),
+    (("show", "{tokens}", "0", "--overwrite"), ("--overwrite", "--html FILE", "nothing is written")),
+    (("templates", "check", "qwen", "--overwrite"), ("--overwrite", "--html FILE", "nothing is written")),
+    (("templates", "check", "--all", "--overwrite", "--out", "{work}/m.md"), ("--overwrite", "--html", "--out")),
+    (("templates", "check", "--all", "--html", "{work}/v.html", "--out", "{work}/m.md"), ("--html", "--all", "--out")),
+])
+def test_overwrite_or_html_that_would_do_nothing_is_a_usage_error(work, args, needles):
+    """--overwrite replaces the --html page; without --html (or with --all, which writes --out) it was
+    silently ignored, and --all ignored --html. Nothing is printed or written then."""
+    before = tree(work)
+    argv = [a.format(ds=work / "ds", tokens=work / "tokens", work=work) for a in args]
+    res = run_cli(*argv)
+    one_error_line(res, *needles)
+    assert res.returncode == 2 and res.stdout == ""
+    assert tree(work) == before
+
+
+def test_overwrite_with_html_replaces_the_page(work):
+    page = work / "view.html"
+    page.write_text("old")
+    assert run_cli("show", work / "ds", "0", "--html", page, "--overwrite").returncode == 0
+    assert page.read_text().startswith("<!")
+    page.write_text("old")
+    assert run_cli("templates", "check", "qwen", "--html", page, "--overwrite").returncode == 0
+    assert page.read_text().startswith("<!")
+
+
 # -- a failed or interrupted command leaves nothing behind ---------------------------------------
 @pytest.mark.parametrize("shards", [[], ["--shard-size", "2"]])
 def test_a_failed_import_leaves_no_folder_and_the_retry_works(tmp_path, shards):

@@ -70,6 +70,8 @@ def loss_weight(value: Any, what: str) -> float:
         w = float(value)
     except OverflowError:  # an integer too large for a float
         w = math.inf
+    except (TypeError, ValueError):  # an array of several numbers: torch's / numpy's message named nothing
+        raise TypeError(f"{what} must be one number >= 0, got {value!r:.40}") from None
     if not math.isfinite(w) or w < 0:
         raise ValueError(f"{what} must be a finite number >= 0, got {value!r:.40}")
     return w
@@ -98,7 +100,10 @@ class TrainSelection:
         if loss_weights is False:
             loss_weights = None
         if isinstance(loss_weights, Mapping):
-            loss_weights = {_roles(r)[0]: loss_weight(w, f"loss_weights[{r!r}]") for r, w in loss_weights.items()}
+            bad = [r for r in loss_weights if not isinstance(r, str) or not r]
+            if bad:
+                raise TypeError(f"loss_weights maps role names (non-empty strings) to weights, got the key {bad[0]!r}")
+            loss_weights = {r: loss_weight(w, f"loss_weights[{r!r}]") for r, w in loss_weights.items()}
         elif not (loss_weights is None or loss_weights is True or callable(loss_weights)):
             raise TypeError("loss_weights must be a dict {role: weight}, True, or a callable (chat, k) -> weight; "
                             f"got {type(loss_weights).__name__}")

@@ -154,6 +154,9 @@ def test_templates_that_drop_a_message_raise_naming_it(qwen_tok):
     (dict(loss_weights={"tool": 10 ** 400}), ValueError, "finite number >= 0"),  # too large for a float
     (dict(loss_weights={"tool": "high"}), TypeError, "number"),
     (dict(loss_weights=[1.0]), TypeError, "loss_weights must be"),
+    # were torch's "only one element tensors can be converted" and "train_on must be a role name ..., got 1"
+    (dict(loss_weights={"tool": torch.tensor([1.0, 2.0])}), TypeError, r"loss_weights\['tool'\] must be one number"),
+    (dict(loss_weights={1: 2.0}), TypeError, "loss_weights maps role names .* got the key 1"),
     (dict(loss_weights=lambda chat, k: "x"), TypeError, "loss_weights"),
     (dict(loss_weights=lambda chat, k: -0.5), ValueError, "message"),
     (dict(train_on="tool", tokenize=False), ValueError, "tokenize=True"),

@@ -27,7 +27,9 @@ A value the template transforms (strips, splits at ``</think>``) has no known pl
 checked through the words it contributes.
 
 It prints one line per finding and the counts; ``--json`` writes them. It is a tool, not a test:
-the regressions it found are tests in ``tests/templates/test_mask_edge_cases.py``.
+the regressions it found are tests in ``tests/templates/test_mask_edge_cases.py``. Findings that were
+looked at and are right as the engine has them are listed in :data:`KNOWN`, each with its reason:
+they are counted as ``known``, not ``wrong`` (``-v`` prints them with the reason).
 """
 from __future__ import annotations
 
@@ -48,6 +50,25 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "description"
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 OPTIONS = ({}, {"mask_eot": False})
 _WORD = re.compile(r"[^\W\d_]{2,}")
+
+# (template, chat, finding) patterns of findings that are right as they are, and why (one line each)
+KNOWN = [
+    (r"llama-cpp-deepseek-r1", r"(last_)?assistant=empty|reasoning_only_(middle|last)|consecutive_after_empty",
+     r"stray: trained words \['begin', 'calls', 'tool'\]",
+     "the template writes an answer without content as an empty tool-call block (<｜tool▁calls▁begin｜>"
+     "<｜tool▁calls▁end｜>), markup the model writes; it refuses tools=, so the clean baseline lacks those words"),
+    (r"Qwen-QwQ-32B", r"inline_think_(only|empty)_last", r"missed: \(1, 'content'\) '<think>",
+     "the answer's <think> (and </think>) sit where QwQ's generation prompt writes <think>\\n</think>: "
+     "the prompt's, not learned (docs/masks.md, how turns are placed, step 2)"),
+]
+
+
+def known_reason(name: str, cname: str, finding: str) -> str | None:
+    """Why ``finding`` of template ``name`` on chat ``cname`` is right as it is (:data:`KNOWN`), or None."""
+    for tpl, chat, pattern, why in KNOWN:
+        if re.fullmatch(tpl, name) and re.fullmatch(chat, cname) and re.match(pattern, finding):
+            return why
+    return None
 
 
 def load_tokenizers(tmp: Path) -> dict:
@@ -302,7 +323,7 @@ def scan(names: list[str], toks: dict, verbose: bool = False) -> dict:
     from chatdata.templates.render import Renderer
 
     counts: Counter = Counter()
-    findings, spans = [], {}
+    findings, known, spans = [], [], {}
     for name in names:
         template = (DATA / "templates" / f"{name}.jinja").read_text(encoding="utf-8")
         for tok_name, tok in toks.items():
@@ -321,13 +342,21 @@ def scan(names: list[str], toks: dict, verbose: bool = False) -> dict:
                     rec: list = []
                     status, found, _ = check_case(tok, template, chat, tools, opts, baseline, eots, rec)
                     spans[f"{name} [{tok_name}] {cname} {opts or ''}"] = rec[0] if rec else None
+                    reasons = [known_reason(name, cname, f) for f in found]
+                    if status == "wrong" and all(reasons):
+                        status = "known"
                     counts[status] += 1
-                    for f in found:
+                    for f, why in zip(found, reasons):
                         line = f"{name} [{tok_name}] {cname} {opts or ''}: {f}"
+                        if why:
+                            known.append(f"{line} -- known: {why}")
+                            if verbose:
+                                print(known[-1], flush=True)
+                            continue
                         findings.append(line)
                         if verbose:
                             print(line, flush=True)
-    return {"counts": dict(counts), "findings": findings, "spans": spans}
+    return {"counts": dict(counts), "findings": findings, "known": known, "spans": spans}
 
 
 def main(argv=None) -> int:
@@ -344,7 +373,7 @@ def main(argv=None) -> int:
     if not args.verbose:
         for line in out["findings"]:
             print(line)
-    print("counts:", out["counts"], "findings:", len(out["findings"]))
+    print("counts:", out["counts"], "findings:", len(out["findings"]), "known (right as they are):", len(out["known"]))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, ensure_ascii=False), encoding="utf-8")
     return 0

@@ -20,7 +20,7 @@ from .errors import TemplateError
 from .probes import probe_chats, tool_name_of
 from .profile import TemplateProfile
 from .render import Renderer, prepare_chat
-from .message_words import _next_bound, _owned_end, _texts_end
+from .message_words import _next_bound, _owned_end, _owned_pieces, _texts_end
 from .parts import message_texts
 from .turn_text import _first_eot, _join_back, _only_markup
 from .turns import turn_bounds
@@ -56,6 +56,9 @@ def fast_bounds(chat: list, text: str, profile: TemplateProfile, *, continued: b
             continue
         if k == 0 or chat[k - 1].get("role") == "assistant":
             return None
+        if any(e.strip() and e in piece for piece in _owned_pieces(m) for e in eots):
+            return None  # its words hold an end-of-turn text: its first occurrence may be the template's
+            # (GigaChat's <|message_sep|> after an empty content, before the argument that quotes it)
         j = text.find(header, floor)
         if j < 0 or not _only_markup(text, floor, j):
             return None

@@ -208,5 +208,12 @@ def place_turns(renderer: Renderer, chat: list, text: str, profile: TemplateProf
 
 def _parsed_by_templates(message: dict, value: str) -> bool:
     """An assistant content that templates take apart (reasoning before ``</think>``): it is
-    kept, so that its reasoning can still be found (``mask_reasoning=False``)."""
-    return message.get("role") == "assistant" and "</think>" in value
+    kept, so that its reasoning can still be found (``mask_reasoning=False``). Not when it has no
+    reasoning to find and holds markup besides its think tags (an answer quoting QwQ's whole
+    generation prompt ``<|im_start|>assistant\n<think>\n</think>``): it is replaced, as any
+    answer that quotes markup, else the quoted header is taken for the turn's own."""
+    if message.get("role") != "assistant" or "</think>" not in value:
+        return False
+    if value.split("</think>", 1)[0].split("<think>", 1)[-1].strip():
+        return True
+    return not _has_marker(value.replace("<think>", "").replace("</think>", ""))

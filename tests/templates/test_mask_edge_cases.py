@@ -127,3 +127,36 @@ def test_an_empty_tool_reply_written_as_a_response_block_is_not_the_answers_star
     texts, spans = render_chats_with_spans([chat], _template("deepseek-ai-deepseek-coder-33b-instruct"),
                                            tokenizer=qwen_tok)
     assert [texts[0][a:b] for a, b in spans[0]][-1] == "Zqa1q done.\n<|EOT|>"
+
+
+@pytest.mark.parametrize("content", ["", " "])
+@pytest.mark.parametrize("name", ["GigaChat3-10B-A1.8B", "GigaChat3.1-10B-A1.8B"])
+def test_a_tool_call_argument_equal_to_the_end_of_turn_is_not_the_end(name, content):
+    """GigaChat writes an empty content as ``<|message_sep|>`` before the function call. A call whose
+    argument is ``<|message_sep|>`` had its words found at the template's own separator, so the
+    one-render path ended the turn at the argument: the call's closing ``"}}`` and the real end of
+    the turn were not trained (with ``mask_eot=False`` the argument itself neither)."""
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}
+    chat = [{"role": "user", "content": "Zqu1q weather?"},
+            {"role": "assistant", "content": content, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_weather", "arguments": {"city": "<|message_sep|>"}}}]},
+            {"role": "tool", "content": "Zqt1q rain", "tool_call_id": "c1", "name": "get_weather"},
+            {"role": "assistant", "content": "Zqa1q done."}]
+    first = _pieces(name, chat, tools=[weather])[0]
+    assert first.endswith('{"city": "<|message_sep|>"}}<|message_sep|>'), first
+    first = _pieces(name, chat, tools=[weather], mask_eot=False)[0]
+    assert first.endswith('{"city": "<|message_sep|>"}}'), first
+
+
+def test_an_answer_quoting_the_whole_generation_prompt_with_its_think_block_is_learned():
+    """QwQ's prompt is ``<|im_start|>assistant\\n<think>\\n</think>``. An answer that is that text holds
+    ``</think>``, so it was kept as it is for its reasoning (it has none) and the quoted header was
+    taken for the turn's: nothing of it was trained. It is placed on a copy with a unique word."""
+    for answer in ("<|im_start|>assistant\n<think>\n</think>", "<|im_start|>assistant\n<think>\n</think>ok"):
+        chat = [{"role": "user", "content": "Zqu1q one?"}, {"role": "assistant", "content": answer}]
+        assert _pieces("Qwen-QwQ-32B", chat) == [answer + "<|im_end|>"]
+    # an answer with a reasoning block before </think> stays as it is (mask_reasoning=False finds it)
+    chat = [{"role": "user", "content": "Zqu1q one?"},
+            {"role": "assistant", "content": "<think>Zqr1q <|im_start|></think>Zqa1q one."}]
+    assert _pieces("Qwen-QwQ-32B", chat, mask_reasoning=False) == ["Zqa1q one.<|im_end|>"]

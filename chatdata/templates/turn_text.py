@@ -80,11 +80,29 @@ def _after_prompt_tail(text: str, s: int, rest: str) -> int:
 def _only_markup(text: str, a: int, b: int) -> bool:
     return not MARKER_RE.sub("", text[a:b]).strip()
 
+def _prompt_markup_end(text: str, s: int, rest: str) -> int:
+    """The length of the longest end of ``rest`` (the prompt past where it stopped agreeing with
+    the text at ``s``) that is markup only, starts with a marker and that the text goes on with at
+    ``s``; 0 if none. DeepSeek-V3.2's prompt writes ``<think></think>``, its chat ``</think>``.
+
+    Example:
+        >>> _prompt_markup_end("</think>hi", 0, "<think></think>")
+        8
+        >>> _prompt_markup_end("</think>hi", 0, "<think>")
+        0
+    """
+    for i in range(1, len(rest)):
+        if MARKER_RE.match(rest, i) and _only_markup(rest, i, len(rest)) and text.startswith(rest[i:], s):
+            return len(rest) - i
+    return 0
+
 def _skip_to_rest(text: str, s: int, rest: str, bound: int) -> int:
     """The prompt stopped agreeing with the text at ``s``; if the rest of the prompt (the
     generation header) follows after nothing but markup (a closing marker the template writes
-    only when a turn follows), the turn starts after it."""
-    if rest.strip():
+    only when a turn follows), the turn starts after it. Not when the text at ``s`` already goes
+    on with an end of the rest (:func:`_prompt_markup_end`): a rest found later is then the
+    answer's own (an answer ``<think></think>...`` after DeepSeek-V3.2's ``</think>``)."""
+    if rest.strip() and not _prompt_markup_end(text, s, rest):
         j = text.find(rest, s, bound)
         if j >= 0 and _only_markup(text, s, j):
             return j + len(rest)

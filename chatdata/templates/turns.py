@@ -40,7 +40,7 @@ from .profile import _FRAGMENT_RE, _OPENER_RE, MARKER_RE, TemplateProfile, commo
 from .render import Renderer
 from .turn_text import (_after_header, _after_header_end, _after_prompt_end, _after_prompt_tail, _ends_with_header,
                         _first_eot, _first_opener, _last_eot, _marker_after, _marker_before, _next_header,
-                        _only_markup, _skip_to_rest)
+                        _only_markup, _prompt_markup_end, _skip_to_rest)
 
 _RENDER_ERRORS = (TemplateError, TypeError)
 
@@ -231,6 +231,34 @@ def _without_reasoning(text: str, s: int, e: int, message: dict) -> list[tuple[i
     return pieces
 
 
+def _without_prompt_close(text: str, pieces: list[tuple[int, int]], header: str) -> list[tuple[int, int]]:
+    r"""``pieces`` without the tag a turn starts with that closes the reasoning the generation
+    header opens: a turn of the past whose reasoning the template dropped keeps only its
+    ``</think>`` (DeepSeek-V3.2 with thinking: ``<｜Assistant｜></think>answer``), which
+    ``mask_reasoning=False`` leaves out as it does the rest of a reasoning block.
+
+    Example:
+        >>> t = "<A></think>\nhi"
+        >>> _without_prompt_close(t, [(3, 14)], "<A><think>\n")
+        [(12, 14)]
+    """
+    m = None
+    for m in MARKER_RE.finditer(header.rstrip()):
+        pass
+    tag = m.group(0) if m is not None and m.end() == len(header.rstrip()) else ""
+    if not pieces or not tag.startswith("<") or tag.startswith(("</", "<|", "<｜")):
+        return pieces
+    a, b = pieces[0]
+    i = a + len(text[a:b]) - len(text[a:b].lstrip())
+    close = "</" + tag[1:]
+    if not text.startswith(close, i) or i + len(close) > b:
+        return pieces
+    i += len(close)
+    while i < b and text[i].isspace():
+        i += 1
+    return ([(i, b)] if i < b else []) + pieces[1:]
+
+
 def _has_work(message: dict) -> bool:
     return bool(message_texts(message) or message.get("tool_calls") or _reasoning_texts(message))
 
@@ -265,7 +293,8 @@ def turn_spans(renderer: Renderer, chat: list, text: str, profile: TemplateProfi
             e = eot
             while e > s and text[e - 1].isspace() and not _content_ends_with_space(message):
                 e -= 1
-        pieces = [(s, e)] if mask_reasoning else _without_reasoning(text, s, e, message)
+        pieces = [(s, e)] if mask_reasoning else _without_prompt_close(
+            text, _without_reasoning(text, s, e, message), profile.header)
         pieces += _stray_pieces(text, message, s, e, limit, profile, own_eot)
         spans.extend(p for p in pieces if p[1] > p[0])
     return spans
@@ -298,6 +327,7 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
             continue
         if not _opened(pre, k, text, s, profile, floor) and not _says_here(text, chat, k, s):
             continue  # an answer the template does not render (GLM-4's empty one or tool calls): nothing to learn
+        s = _past_prompt_markup(pre(k, True), text, s, profile.header)
         if continued and k == last:
             e = eot = len(text)
         else:
@@ -309,6 +339,31 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
         turns.append((k, s, e, eot))
         floor = max(floor, e)
     return turns
+
+
+def _past_prompt_markup(prompt: str | None, text: str, s: int, header: str) -> int:
+    """After the closing markup of the generation prompt that the turn writes without its opener.
+
+    When the turn starts where the prompt stops agreeing with the text (``s``), or right after a
+    beginning of the generation ``header``, and the text goes on with an end of the prompt's (the
+    header's) rest that is markup only, that markup is the prompt's, written shorter:
+    DeepSeek-V3.2's prompt ends ``<｜Assistant｜><think></think>``, its turns of the chat
+    ``<｜Assistant｜></think>``. The model is given ``<think></think>`` and writes the answer, so the
+    ``</think>`` is not learned. A rest that only opens (``<think>``) is not skipped: closing it is
+    the turn's. Else ``s``.
+
+    Example:
+        >>> _past_prompt_markup("<A><think></think>", "<A></think>hi", 3, "<A><think></think>")
+        11
+        >>> _past_prompt_markup("<A><think>", "<A></think>hi", 3, "<A><think>")  # the prompt opened it
+        3
+    """
+    if prompt is not None and _agreement(prompt, text) == s and s < len(prompt):
+        return s + _prompt_markup_end(text, s, prompt[s:])
+    for n in range(min(len(header) - 1, s), 0, -1):  # the prompt disagrees earlier (systems gathered at the top)
+        if text.startswith(header[:n], s - n) and _ends_with_header(text, s - n, s, header):
+            return s + _prompt_markup_end(text, s, header[n:])
+    return s
 
 
 def _opened(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile, floor: int) -> bool:

@@ -179,3 +179,30 @@ def _marker_after(text: str, i: int, hi: int) -> int:
     while j < hi and text[j].isspace():
         j += 1
     return j
+
+def _without_prompt_close(text: str, pieces: list[tuple[int, int]], header: str) -> list[tuple[int, int]]:
+    r"""``pieces`` without the tag a turn starts with that closes the reasoning the generation
+    header opens: a turn of the past whose reasoning the template dropped keeps only its
+    ``</think>`` (DeepSeek-V3.2 with thinking: ``<｜Assistant｜></think>answer``), which
+    ``mask_reasoning=False`` leaves out as it does the rest of a reasoning block.
+
+    Example:
+        >>> t = "<A></think>\nhi"
+        >>> _without_prompt_close(t, [(3, 14)], "<A><think>\n")
+        [(12, 14)]
+    """
+    m = None
+    for m in MARKER_RE.finditer(header.rstrip()):
+        pass
+    tag = m.group(0) if m is not None and m.end() == len(header.rstrip()) else ""
+    if not pieces or not tag.startswith("<") or tag.startswith(("</", "<|", "<｜")):
+        return pieces
+    a, b = pieces[0]
+    i = a + len(text[a:b]) - len(text[a:b].lstrip())
+    close = "</" + tag[1:]
+    if not text.startswith(close, i) or i + len(close) > b:
+        return pieces
+    i += len(close)
+    while i < b and text[i].isspace():
+        i += 1
+    return ([(i, b)] if i < b else []) + pieces[1:]

@@ -5,7 +5,9 @@ For assistant message ``k`` of a chat rendered as ``text``:
 1. **Start** -- after the generation prompt. ``render(messages[:k], add_generation_prompt=True)``
    is the prompt a model sees before it writes turn ``k``; the turn starts where that prompt
    stops agreeing with ``text`` (its length when it is a prefix). Whatever the prompt holds --
-   the role header, a ``<think>`` opener some templates add -- is never learned. If that render
+   the role header, a ``<think>`` opener some templates add -- is never learned, nor closing markup
+   of the prompt the turn writes without its opener (DeepSeek-V3.2's ``</think>`` for the prompt's
+   ``<think></think>``: :func:`_past_prompt_markup`). If that render
    fails or disagrees with ``text`` before the previous message ends (a system prompt the
    template moves into the last user turn), the start is found after what the prompt writes after
    the previous message, or after the profile's generation header. A closing marker the template
@@ -40,7 +42,7 @@ from .profile import _FRAGMENT_RE, _OPENER_RE, MARKER_RE, TemplateProfile, commo
 from .render import Renderer
 from .turn_text import (_after_header, _after_header_end, _after_prompt_end, _after_prompt_tail, _ends_with_header,
                         _first_eot, _first_opener, _last_eot, _marker_after, _marker_before, _next_header,
-                        _only_markup, _prompt_markup_end, _skip_to_rest)
+                        _only_markup, _prompt_markup_end, _skip_to_rest, _without_prompt_close)
 
 _RENDER_ERRORS = (TemplateError, TypeError)
 
@@ -229,34 +231,6 @@ def _without_reasoning(text: str, s: int, e: int, message: dict) -> list[tuple[i
             pieces[n: n + 1] = [p for p in ((a, lo), (hi, b)) if p[1] > p[0]]
             break
     return pieces
-
-
-def _without_prompt_close(text: str, pieces: list[tuple[int, int]], header: str) -> list[tuple[int, int]]:
-    r"""``pieces`` without the tag a turn starts with that closes the reasoning the generation
-    header opens: a turn of the past whose reasoning the template dropped keeps only its
-    ``</think>`` (DeepSeek-V3.2 with thinking: ``<｜Assistant｜></think>answer``), which
-    ``mask_reasoning=False`` leaves out as it does the rest of a reasoning block.
-
-    Example:
-        >>> t = "<A></think>\nhi"
-        >>> _without_prompt_close(t, [(3, 14)], "<A><think>\n")
-        [(12, 14)]
-    """
-    m = None
-    for m in MARKER_RE.finditer(header.rstrip()):
-        pass
-    tag = m.group(0) if m is not None and m.end() == len(header.rstrip()) else ""
-    if not pieces or not tag.startswith("<") or tag.startswith(("</", "<|", "<｜")):
-        return pieces
-    a, b = pieces[0]
-    i = a + len(text[a:b]) - len(text[a:b].lstrip())
-    close = "</" + tag[1:]
-    if not text.startswith(close, i) or i + len(close) > b:
-        return pieces
-    i += len(close)
-    while i < b and text[i].isspace():
-        i += 1
-    return ([(i, b)] if i < b else []) + pieces[1:]
 
 
 def _has_work(message: dict) -> bool:

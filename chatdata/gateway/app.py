@@ -29,7 +29,8 @@ from typing import Any
 from .backends import Sampling, make_backend
 from .errors import GatewayError
 from .journal import read_journal
-from .requests import content_chars, parse_chat_request, reserved_names, verbatim_chars
+from .requests import parse_chat_request, reserved_names
+from .sizes import rendered_chars, text_chars, verbatim_chars
 from .responses import chat_logprobs, completion_body, finish_reason, sse_chunks
 from .sessions import SessionTable
 from .store import SessionStore
@@ -252,6 +253,21 @@ class Gateway:
         eot = () if req.ignore_eos else self.stop_token_ids
         return (*eot, *dict.fromkeys(i for i in req.stop_token_ids if i not in eot))
 
+    def _render_chars(self, plan, new_chars: int, req) -> int:
+        """What rendering ``plan`` costs, in characters: its new messages (their calls' arguments
+        and reasoning too), and for a fork or a new branch the tools it renders and the messages a
+        fork shares with its source, which it renders again (a retry after a 5 MB tool output
+        re-renders that output). ``new_chars``: :func:`rendered_chars` of the new messages.
+        O(shared messages) for a fork."""
+        n = new_chars
+        if n > self.offload_chars or plan.kind == "extend":
+            return n
+        if req.tools:
+            n += text_chars(req.tools)
+        if plan.kind == "fork":
+            n += rendered_chars(plan.branch.seen[:plan.k])
+        return n
+
     async def _render_off_loop(self, plan) -> None:
         """``table.render(plan)`` in a worker thread, so that rendering and encoding a message of
         many MB (seconds) holds up no other session, nor ``/health``. While it runs, requests
@@ -297,7 +313,8 @@ class Gateway:
             counted.inflight += 1
         generated = False
         try:
-            if content_chars(new) > self.offload_chars:
+            new_chars = rendered_chars(new)
+            if self._render_chars(plan, new_chars, req) > self.offload_chars:
                 await self._render_off_loop(plan)
             else:
                 self.table.render(plan)

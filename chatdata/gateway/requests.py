@@ -30,8 +30,7 @@ from .body_prefix import BodyMemo, finite_float, not_json_constant, parse_body
 from .errors import GatewayError
 from .fields import refuse_unhonoured, template_vars
 
-__all__ = ["ChatRequest", "parse_chat_request", "logit_bias", "normalize_message", "message_key", "reserved_names",
-           "verbatim_chars", "content_chars"]
+__all__ = ["ChatRequest", "parse_chat_request", "logit_bias", "normalize_message", "message_key", "reserved_names"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 # not template variables: what the gateway renders with (the messages, tools, template, tokenizer)
@@ -449,42 +448,6 @@ def normalize_message(m: dict, i: int) -> dict:
                 raise _bad(f"{where}.{key} must be a string, got {v!r}", f"{where}.{key}")
             out[key] = v
     return out
-
-
-def verbatim_chars(messages: list) -> int:
-    """The characters of the ``content`` of the system, developer, user and tool messages among
-    ``messages`` (raw, as sent): text every template writes whole (an assistant's may be cut, as
-    Qwen3 drops past reasoning). Malformed content counts 0.
-
-    Example:
-        >>> verbatim_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
-        ...                 {"role": "tool", "content": [{"type": "text", "text": "de"}]}])
-        5
-    """
-    return content_chars(messages, ("system", "developer", "user", "tool"))
-
-
-def content_chars(messages: list, roles: tuple | None = None) -> int:
-    """The characters of the text content of ``messages`` (raw, as sent) of the given ``roles``
-    (default: every role), which is what rendering and encoding them costs: the gateway renders a
-    request whose new messages hold many in a worker thread. Malformed content counts 0 (it is
-    refused when normalised).
-
-    Example:
-        >>> content_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
-        ...                {"role": "tool", "content": [{"type": "text", "text": "de"}]}, "not a message"])
-        8
-    """
-    n = 0
-    for m in messages:
-        if not isinstance(m, dict) or (roles is not None and m.get("role") not in roles):
-            continue
-        c = m.get("content")
-        if isinstance(c, str):
-            n += len(c)
-        elif isinstance(c, list):
-            n += sum(len(p["text"]) for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return n
 
 
 def message_key(m: dict) -> tuple:

@@ -201,6 +201,7 @@ class Plan:
     new_norm: list = field(default_factory=list)
     prompt: Any = field(default_factory=list)  # the ids past ``base`` (a 1-D tensor): what the log keeps
     full: PromptIds | None = None  # every id to send
+    fork: Any = None  # a fork's Conversation.fork_later (taken by begin, called by render)
     engine: dict = field(default_factory=dict)
 
 
@@ -305,7 +306,9 @@ class SessionTable:
     def begin(self, plan: Plan, req: ChatRequest) -> Plan:
         """The part of :meth:`prepare` that touches the table, run on the event loop: the new
         messages are normalised, an extended branch is marked busy (and checkpointed, for
-        :meth:`abort`), a fork replays the turns it shares. A 400 here changes nothing."""
+        :meth:`abort`), a fork takes what it shares of its branch (messages, turns, a view of
+        their ids: :meth:`~chatdata.rollout.Conversation.fork_later`; cheap, nothing is
+        rendered). A 400 here changes nothing."""
         plan.new_raw = req.raw_messages[plan.k:]
         plan.new_norm = [normalize_message(m, plan.k + j) for j, m in enumerate(plan.new_raw)]
         plan.engine = {"tools": req.tools, "template_kwargs": req.template_kwargs}
@@ -313,25 +316,25 @@ class SessionTable:
             plan.conv = plan.branch.conv
             plan.mark, plan.base = plan.conv.checkpoint(), plan.conv.committed
             plan.branch.busy = True
-        elif plan.kind == "fork":
-            try:
-                plan.conv = plan.branch.conv.fork(plan.k)
-            except ValueError as err:  # the template refuses the conversation
-                raise GatewayError(400, f"the chat template cannot render these messages: {err}",
-                                   param="messages") from None
-            plan.base = plan.conv.committed
+        elif plan.kind == "fork":  # what the fork keeps is taken now; :meth:`render` renders it
+            plan.fork = plan.branch.conv.fork_later(plan.k)
         return plan
 
     def render(self, plan: Plan) -> Plan:
-        """Render and encode the new messages of a :meth:`begin` plan, and build the backend's
-        prompt. It changes only the plan's own conversation (a fork's or a new one, or the
-        extended branch's, which :meth:`begin` marked busy), so it may run in a worker thread
-        while the event loop serves other requests (the caller keeps requests that would read
-        that branch waiting). On an error the caller calls :meth:`abort`."""
+        """Render and encode the new messages of a :meth:`begin` plan (and a fork's shared
+        prefix), and build the backend's prompt. It changes only the plan's own conversation (a
+        fork's or a new one, or the extended branch's, which :meth:`begin` marked busy) and reads
+        nothing else of the table (a fork reads what :meth:`begin` took of its source branch, not
+        the branch), so it may run in a worker thread while the event loop serves other requests,
+        the fork's source branch included (the caller keeps requests that would read an extended
+        branch waiting). On an error the caller calls :meth:`abort`."""
         try:
             if plan.kind == "new":
                 plan.conv = self._conversation(plan.new_norm, plan.engine)
             else:
+                if plan.kind == "fork":  # the shared prefix, re-rendered from what begin() took of the branch
+                    plan.conv = plan.fork()
+                    plan.base = plan.conv.committed
                 _grow(plan.conv, plan.new_norm)
         except ValueError as err:  # the template refuses the conversation
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages") from None

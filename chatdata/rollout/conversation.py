@@ -25,7 +25,7 @@ Example:
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -154,14 +154,44 @@ class Conversation:
             >>> torch.equal(again.prompt_ids(), c.prompt_ids()[:len(again.prompt_ids())])
             True
         """
+        return self.fork_later(n_messages)()
+
+    def fork_later(self, n_messages: int) -> Callable[[], "Conversation"]:
+        """:meth:`fork` in two steps: this call checks ``n_messages`` and takes what the fork
+        needs (the kept messages and turns, and a view of their ids, which are never written
+        again); the function it returns renders the fork. That function reads nothing of this
+        conversation, so it may run in another thread while this one grows, is rolled back or
+        gets a response (a server renders the shared prefix of a big fork off its event loop).
+
+        Example:
+            >>> from chatdata.data import load_sample_tokenizer
+            >>> tok = load_sample_tokenizer()
+            >>> c = Conversation([{"role": "user", "content": "hi"}], tokenizer=tok)
+            >>> _ = c.add_response(tok.encode("yo<|im_end|>", add_special_tokens=False))
+            >>> build = c.fork_later(2)
+            >>> c.add_messages([{"role": "user", "content": "more"}])   # this one goes on meanwhile
+            >>> f = build()
+            >>> len(f.messages), torch.equal(f.tokens()["input_ids"], c.tokens()["input_ids"])
+            (2, True)
+        """
         msgs = self.messages
         if not isinstance(n_messages, int) or isinstance(n_messages, bool) or not 1 <= n_messages <= len(msgs):
             raise ValueError(f"fork: n_messages must be in [1, {len(msgs)}] (an int), got {n_messages!r}")
+        msgs = msgs[:n_messages]  # a list of its own: the row may append, roll back or replace meanwhile
         keep = [t for t in self._turns if t[0] < n_messages]
-        first = keep[0][0] if keep else n_messages
-        new = Conversation(msgs[:first], **self._config)
+        end = keep[-1][2] if keep else 0
         t = self._ro._rows[0].tokens
-        ids, logp = t.ids(), t.logprobs()
+        # committed ids are never rewritten (growing copies them to a new buffer, and messages and
+        # responses are written after them): views of the kept ones stay as they are now
+        ids, logp = t.ids()[:end], t.logprobs()[:end]
+        config = self._config
+        return lambda: Conversation._replay(config, msgs, keep, ids, logp)
+
+    @staticmethod
+    def _replay(config: dict, msgs: list, keep: list, ids: torch.Tensor, logp: torch.Tensor) -> "Conversation":
+        n_messages = len(msgs)
+        first = keep[0][0] if keep else n_messages
+        new = Conversation(msgs[:first], **config)
         prev = first
         for a, s, e in keep:
             if a > prev:
@@ -172,7 +202,7 @@ class Conversation:
             prev = a + 1
         if n_messages > prev:
             new.add_messages(msgs[prev:n_messages])
-        if keep and not torch.equal(new.tokens()["input_ids"], ids[:keep[-1][2]]):
+        if keep and not torch.equal(new.tokens()["input_ids"], ids):
             raise RuntimeError("fork: replaying the kept turns gave other ids than the conversation holds "
                                "(the template renders differently than when these turns were generated)")
         return new

@@ -1,0 +1,133 @@
+"""Big requests are prepared off the event loop: a fork that re-renders a big shared prefix, new
+messages whose size is in their tool calls or tools, and a big request's log line. Other sessions,
+the fork's own source branch and ``/health`` are served meanwhile; what is stored is what the
+event-loop path stores."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import torch
+
+from chatdata.gateway import create_app, read_sessions
+from chatdata.gateway.sizes import rendered_chars, text_chars
+from test_gateway_app import garbage, serve, tok  # noqa: F401 - fixtures and the in-process client
+
+HUGE = "lorem ipsum dolor sit amet " * 200_000  # 5.4 MB
+
+
+async def _preparing(http) -> int:
+    return (await http.get("/health")).json()["preparing"]
+
+
+def _retry_agent(gw_of: dict, key, cycles: list):
+    """Two turns (the second after a 5 MB tool output), then a retry of the second (a fork that re-renders
+    the 5 MB prefix and adds nothing). Offloaded (``cycles`` empty): while the fork is prepared,
+    another session and the fork's own source branch are served, each from start to end, until
+    one such cycle falls wholly inside it (it is told so by /health before and after). On the event
+    loop (``cycles`` given): the same requests, one after another."""
+    async def talk(c, http):
+        h = {"X-Session-Id": "big"}
+        msgs = [{"role": "user", "content": "q"}]
+        r = await c.chat.completions.create(model="tiny", messages=msgs, max_tokens=1, extra_headers=h)
+        msgs += [r.choices[0].message.model_dump(exclude_none=True), {"role": "tool", "content": HUGE}]
+        r = await c.chat.completions.create(model="tiny", messages=msgs, max_tokens=1, extra_headers=h)
+        source = msgs + [r.choices[0].message.model_dump(exclude_none=True)]
+
+        async def cycle(n: int) -> None:
+            nonlocal source
+            r = await c.chat.completions.with_raw_response.create(
+                model="tiny", messages=[{"role": "user", "content": f"small {n}"}], max_tokens=1,
+                extra_headers={"X-Session-Id": f"small-{n}"})
+            assert r.headers["x-chatdata-branch"] == "0"
+            source = source + [{"role": "user", "content": f"more {n}"}]
+            r = await c.chat.completions.with_raw_response.create(model="tiny", messages=source, max_tokens=1,
+                                                                  extra_headers=h)
+            assert r.headers["x-chatdata-branch"] == "0"  # extends the fork's source while the fork is prepared
+            source = source + [r.parse().choices[0].message.model_dump(exclude_none=True)]
+
+        await cycle(0)  # once before: the first turn of a kind renders the whole chat (rollout's delta check)
+        retry = c.chat.completions.with_raw_response.create(model="tiny", messages=msgs, max_tokens=1,
+                                                            extra_headers=h)
+        if cycles:  # the event loop's path: the same requests in order
+            for n in range(1, cycles[0] + 1):
+                await cycle(n)
+            r = await retry
+        else:
+            task = asyncio.create_task(retry)
+            n = 1
+            while True:
+                assert not task.done(), "the fork was answered before a cycle was served while it was prepared"
+                await asyncio.sleep(0)
+                if not await _preparing(http):
+                    continue
+                await cycle(n)
+                n += 1
+                assert (await http.get("/health")).json()["status"] == "ok"
+                if await _preparing(http):  # the fork was being prepared all along
+                    break
+            cycles.append(n - 1)
+            r = await task
+        assert r.headers["x-chatdata-branch"] == "1"
+        assert gw_of[key].preparing == 0
+    return talk
+
+
+def test_a_big_fork_is_prepared_off_the_loop_while_its_source_and_others_are_served(garbage, tok, tmp_path):
+    """A retry after a 5 MB tool output forks the session and re-renders the shared 5 MB: that ran on
+    the event loop, every session waiting (seconds). Now a worker thread renders it from what the
+    fork took of its source branch, while the source itself gets new turns: the fork is the
+    same, id for id, as on the event loop, and so is everything else stored."""
+    gw_of: dict = {}
+    cycles: list = []
+    for key, offload in (("thread", 1 << 16), ("loop", 1 << 40)):
+        app = create_app(garbage + "/ok", tok, tmp_path / key, durable=False, offload_chars=offload)
+        gw_of[key] = app.state.gateway
+        serve(app, _retry_agent(gw_of, key, cycles))
+    assert cycles[0] >= 1
+    threaded, inline = ({(r["session_id"], r["branch"]): r for r in read_sessions(tmp_path / key)}
+                        for key in ("thread", "loop"))
+    assert sorted(threaded) == sorted(inline) and len(threaded) == 3 + cycles[0]
+    for name, a in threaded.items():
+        b = inline[name]
+        assert a["parent"] == b["parent"]
+        for key in ("input_ids", "assistant_masks", "logprobs"):
+            assert torch.equal(a[key], b[key]), (name, key)
+        assert a["history"].to_chats() == b["history"].to_chats()
+    src, fork = threaded[("big", 0)], threaded[("big", 1)]
+    n = len(fork["input_ids"]) - 1  # its prompt: every id of the source before its second answer
+    assert fork["parent"][0] == 0 and fork["parent"][1] >= n  # the common prefix (here the same answer too)
+    assert torch.equal(fork["input_ids"][:n], src["input_ids"][:n])
+    assert len(src["input_ids"]) > len(fork["input_ids"]) > 1_000_000
+
+
+@pytest.mark.parametrize("where", ["arguments", "tools"])
+def test_new_messages_big_in_their_tool_calls_or_tools_are_rendered_off_the_loop(garbage, tok, tmp_path, where):
+    """Only message content was counted: a harness's own tool call carrying 1 MB of arguments (a
+    file it wrote), or 1 MB of tool schemas, was rendered and encoded on the event loop. /health
+    now says it is being prepared before it is answered."""
+    app = create_app(garbage + "/ok", tok, tmp_path / "out", durable=False)
+    big = "lorem ipsum " * 90_000
+    call = {"id": "c1", "type": "function", "function": {"name": "write", "arguments": json.dumps({"text": big})}}
+    msgs = [{"role": "user", "content": "write it"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    tools = None
+    if where == "tools":
+        msgs = [{"role": "user", "content": "hi"}]
+        tools = [{"type": "function", "function": {"name": "write", "description": big,
+                                                   "parameters": {"type": "object", "properties": {}}}}]
+    assert rendered_chars(msgs) + text_chars(tools) > app.state.gateway.offload_chars
+
+    async def talk(c, http):
+        body = {"messages": msgs, "max_tokens": 1, **({"tools": tools} if tools else {})}
+        task = asyncio.create_task(http.post("/v1/chat/completions", json=body, headers={"X-Session-Id": "s"}))
+        seen = False
+        while not task.done():
+            await asyncio.sleep(0)
+            seen = seen or bool(await _preparing(http))
+        assert (await task).status_code == 200
+        assert seen, "the request was prepared on the event loop: /health never saw it being prepared"
+    serve(app, talk)
+    (rec,) = read_sessions(tmp_path / "out")
+    assert len(rec["input_ids"]) > 100_000

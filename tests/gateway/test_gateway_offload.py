@@ -131,3 +131,22 @@ def test_new_messages_big_in_their_tool_calls_or_tools_are_rendered_off_the_loop
     serve(app, talk)
     (rec,) = read_sessions(tmp_path / "out")
     assert len(rec["input_ids"]) > 100_000
+
+
+def test_a_big_request_is_in_its_log_when_answered_without_fsync(garbage, tok, tmp_path):
+    """With durable=False (--no-fsync) a big request's log line is written in a worker thread; the
+    answer still comes only once the line is in the log (a kill right after it loses nothing)."""
+    app = create_app(garbage + "/ok", tok, tmp_path / "out", durable=False)
+    gw = app.state.gateway
+
+    async def talk(c, http):
+        r = await c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": HUGE}], max_tokens=1,
+                                            extra_headers={"X-Session-Id": "s"})
+        assert r.choices[0].finish_reason == "stop"
+        path = gw.table.sessions["s"].journal.path
+        lines = path.read_bytes().split(b"\n")
+        assert lines[-1] == b"" and len(lines) == 3  # the header, the request, a whole line
+        assert json.loads(lines[1])["messages"][0]["content"] == HUGE
+    serve(app, talk)
+    (rec,) = read_sessions(tmp_path / "out")
+    assert rec["history"].to_chats()[0]["content"] == HUGE

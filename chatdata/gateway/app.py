@@ -200,6 +200,7 @@ class Gateway:
                     await self.commit(idle)
                 except Exception:  # noqa: BLE001 - logged; the logs stay for the next start
                     log.exception("chatdata serve: storing idle sessions failed (their logs are kept)")
+            idle = None  # the stored sessions (their conversations) are not kept alive until the next tick
 
     async def commit(self, sessions: list) -> str | None:
         """Store ``sessions`` now (they leave the table at once; requests in flight finish first)."""

@@ -35,7 +35,7 @@ from ..templates.render import prepare_chat
 from ..templates.backend import rust_backend, unpadded
 from ..templates.tiktoken_bpe import tiktoken_bpe_for, twin_allowed
 from .buffers import TokenRow
-from .delta import _WHOLE, TurnDelta
+from .delta import TurnDelta
 from .extras import ExtrasSpec, RowSide, check_extras
 from .facts import TemplateFacts, facts_for_renderer
 from .inputs import chat_messages, per_row, response_ids, response_logprobs, row_indices
@@ -104,7 +104,7 @@ class Rollout:
         self.facts: TemplateFacts = facts_for_renderer(self.renderer)
         self._delta = TurnDelta(self.renderer, self.facts.eot)
         if not self.facts.fixed_base_delta:
-            _WHOLE.add(self._delta.key)
+            self._delta.known.whole = True
         self.parser = parser_for_template(self.template)
         self._encode_fast = self._decode_fast = self._twin = None
         backend = rust_backend(tokenizer)

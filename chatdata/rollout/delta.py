@@ -38,11 +38,35 @@ import hashlib
 
 from ..templates import Renderer, TemplateError
 from ..templates.profile import common_prefix_len  # the mask engine's; re-exported here
+from .recent import RecentCache
 
 __all__ = ["TurnDelta", "common_prefix_len"]
 
-_VERIFIED: dict[tuple, bool] = {}  # (template key, turn signature) -> fixed base agrees
-_WHOLE: set[str] = set()  # templates rendered whole (a fixed-base check failed)
+class _Known:
+    """What the checks found for one template key: per kind of turn (signature), whether the
+    fixed base agrees; and whether the template is rendered whole (a check failed, or its facts
+    say the fixed base does not hold)."""
+
+    __slots__ = ("verified", "whole")
+
+    def __init__(self) -> None:
+        self.verified: dict[tuple, bool] = {}
+        self.whole = False
+
+
+# template key -> _Known, for the most recent keys (a key holds the tools and template variables:
+# a server sees new ones every session). A TurnDelta keeps its own, so an eviction never makes a
+# live conversation forget that its template is rendered whole; a new one checks afresh.
+_KNOWN = RecentCache(1024)
+
+
+def known_for(key: str) -> _Known:
+    """The checks' findings for template ``key`` (new and empty for a key not seen lately)."""
+    k = _KNOWN.get(key)
+    if k is None:
+        k = _Known()
+        _KNOWN[key] = k
+    return k
 
 
 def _nth(text: str, needle: str, n: int) -> int:
@@ -61,6 +85,7 @@ class TurnDelta:
         self.renderer = renderer
         self.eot = eot
         self.key = hashlib.sha1(repr((renderer.template, sorted(renderer.variables.items(), key=str))).encode()).hexdigest()
+        self.known = known_for(self.key)
 
     def render(self, chat: list[dict], gen: bool = True) -> str:
         return self.renderer.render(chat, add_generation_prompt=gen)
@@ -110,26 +135,27 @@ class TurnDelta:
                    last_user: int | None = None) -> str:
         """The text after the assistant turn at ``a_idx`` (a fixed-base render when the template
         has passed the check for this kind of turn, else a whole render)."""
-        if self.key in _WHOLE:
+        known = self.known
+        if known.whole:
             return self.whole(chat, a_idx, response, complete)
         if last_user is None:
             last_user = next((i for i in range(a_idx - 1, -1, -1) if chat[i].get("role") == "user"), None)
         base = self.base_indices(chat, a_idx, last_user)
-        sig = (self.key, self.signature(chat, a_idx, base))
-        ok = _VERIFIED.get(sig)
+        sig = self.signature(chat, a_idx, base)
+        ok = known.verified.get(sig)
         if ok:
             try:
                 return self.fixed(chat, a_idx, base, response, complete, cache)
             except TemplateError:
-                _VERIFIED[sig] = False
+                known.verified[sig] = False
         truth = self.whole(chat, a_idx, response, complete)
         if ok is None:
             try:
-                _VERIFIED[sig] = self.fixed(chat, a_idx, base, response, complete, {}) == truth
-                if not _VERIFIED[sig]:  # the template looks at far-away messages: render it whole
-                    _WHOLE.add(self.key)
+                agrees = known.verified[sig] = self.fixed(chat, a_idx, base, response, complete, {}) == truth
+                if not agrees:  # the template looks at far-away messages: render it whole
+                    known.whole = True
             except TemplateError:  # the template refuses the small base: this kind of turn goes whole
-                _VERIFIED[sig] = False
+                known.verified[sig] = False
         return truth
 
     @staticmethod

@@ -37,6 +37,7 @@ from typing import Any
 from ..templates import Renderer, TemplateError
 from ..templates.end_of_turn import end_of_turn
 from .delta import TurnDelta
+from .recent import RecentCache
 
 __all__ = ["TemplateFacts", "template_facts"]
 
@@ -60,7 +61,7 @@ class TemplateFacts:
         return asdict(self)
 
 
-_CACHE: dict = {}
+_CACHE = RecentCache(256)  # per template and variables (tools too): a server sees new ones every session
 
 
 def _key(template: str, variables: dict, tools: Any) -> str:
@@ -80,7 +81,8 @@ def template_facts(template: str, tokenizer: Any = None, tools: Any = None, **te
     key = _key(template, renderer.variables, None)
     facts = _CACHE.get(key)
     if facts is None:
-        facts = _CACHE[key] = _measure(renderer)
+        facts = _measure(renderer)
+        _CACHE[key] = facts
     return facts
 
 
@@ -89,7 +91,8 @@ def facts_for_renderer(renderer: Renderer) -> TemplateFacts:
     key = _key(renderer.template, renderer.variables, None)
     facts = _CACHE.get(key)
     if facts is None:
-        facts = _CACHE[key] = _measure(renderer)
+        facts = _measure(renderer)
+        _CACHE[key] = facts
     return facts
 
 

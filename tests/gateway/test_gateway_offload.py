@@ -150,3 +150,16 @@ def test_a_big_request_is_in_its_log_when_answered_without_fsync(garbage, tok, t
     serve(app, talk)
     (rec,) = read_sessions(tmp_path / "out")
     assert rec["history"].to_chats()[0]["content"] == HUGE
+
+
+def test_a_big_echo_of_the_prompt_is_still_checked_off_the_loop(garbage, tok, tmp_path):
+    """vLLM echoes every prompt id; for a big chat that answer (8.7 MB for 1.2 M ids) is parsed and
+    compared in a worker thread, and an echo that is not the prompt is still a 502."""
+    app = create_app(garbage + "/echo", tok, tmp_path / "out", durable=False)
+
+    async def talk(c, http):
+        r = await http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": HUGE}],
+                                                          "max_tokens": 1}, headers={"X-Session-Id": "s"})
+        assert r.status_code == 502 and "are not the prompt it was sent" in r.json()["error"]["message"], r.text
+    serve(app, talk)
+    assert read_sessions(tmp_path / "out") == []

@@ -19,7 +19,8 @@ then may answer in text or with several calls, and the harness sees exactly what
 
 Fields of OpenAI's platform that change nothing in the answer (``user``, ``metadata``,
 ``store``, ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``prediction``,
-``verbosity``, ...) and unknown fields are ignored, as vLLM ignores them.
+``verbosity``, ...) and unknown fields are ignored, as vLLM ignores them (a ``user`` that is not
+a string is a 400, as OpenAI's and vLLM's).
 
 Example:
     >>> refuse_unhonoured({"tool_choice": "auto", "tools": [{"type": "function", "function": {"name": "f"}}]})

@@ -314,6 +314,9 @@ def parse_chat_request(raw: bytes, memo: BodyMemo | None = None) -> ChatRequest:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise _bad(f"'model' must be a string, got {model!r}", "model")
+    user = body.get("user")  # ignored, as vLLM does; but OpenAI and vLLM refuse one that is not a string
+    if user is not None and not isinstance(user, str):
+        raise _bad(f"'user' must be a string (the end user's id), got {type(user).__name__} {user!r:.100}", "user")
     max_tokens = _integer(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens", 1)

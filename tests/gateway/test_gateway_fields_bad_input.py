@@ -113,6 +113,7 @@ REFUSED = [
     ({"extra_body": {"min_tokens": -1}}, "min_tokens", ">= 0"),
     ({"extra_body": {"ignore_eos": "yes"}}, "ignore_eos", "true or false"),
     ({"extra_body": {"documents": "not a list"}}, "documents", "must be a list of objects"),
+    ({"user": 5}, "user", "'user' must be a string"),  # OpenAI's and vLLM's 400 (it was ignored)
     ({"logit_bias": {"5": 101}}, "logit_bias", "between -100 and 100"),
     ({"logit_bias": {"five": 1}}, "logit_bias", "token ids written as decimal strings"),
     # answered without usage chunks before (OpenAI and vLLM refuse it)

@@ -3,14 +3,18 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import pkgutil
+from pathlib import Path
 
 import pytest
 
 import chatdata
 
-MODULES = sorted(m.name for m in pkgutil.walk_packages(chatdata.__path__, "chatdata.")
-                 if not m.name.endswith("__main__"))
+# every module file of the package, read from the file tree and not from pkgutil.walk_packages:
+# that walk skips, without a word, the submodules of a package whose import fails, so a broken
+# package's doctests vanished from the run instead of failing it
+_ROOT = Path(chatdata.__file__).parent
+MODULES = sorted(".".join(("chatdata",) + p.relative_to(_ROOT).with_suffix("").parts).removesuffix(".__init__")
+                 for p in _ROOT.rglob("*.py") if p.name != "__main__.py")
 
 
 def _globs(module):

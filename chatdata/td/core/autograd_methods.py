@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .pipeline_methods import without_text_columns
+from .reductions import reduce_all, reduce_together, without_text_columns
 
 __all__ = ["AutogradMethods"]
 
@@ -64,19 +64,22 @@ class AutogradMethods:
         torch.autograd.backward([v for _, v in items], grad_tensors=grads, retain_graph=retain_graph,
                                 create_graph=create_graph)
 
-    def _reduce(self, op, dim, keepdim: bool, dtype, reduce: bool):
+    def _reduce(self, op, dim, keepdim: bool, dtype, reduce: bool, what: str = "reduce"):
+        """The rules of every reduction (``chatdata.td.core.reductions``): text columns left
+        out, constants kept; ``reduce=True`` gives one tensor."""
+        cast = (lambda t: t) if dtype is None else (lambda t: t.to(dtype))
         if dim is None:  # every dim of every leaf
             if reduce:  # one value over every element of every leaf
-                vals = [(v if dtype is None else v.to(dtype)).reshape(-1) for _, v in _tensor_items(self)]
+                vals = [cast(v).reshape(-1) for _, v in _tensor_items(self)]
                 return op(torch.cat(vals)) if vals else op(torch.zeros(0))
-            return self.apply(lambda t: op(t if dtype is None else t.to(dtype)), batch_size=[])
+            return reduce_all(self, lambda t: op(cast(t)))
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
         dims = tuple(sorted(self._norm_dim(d) for d in dims))
+        if reduce:  # the leaves pooled along the batch dims: one tensor
+            return reduce_together(self.apply(cast), op, dims, keepdim, what)
         bs = [s if i not in dims else 1 for i, s in enumerate(self.batch_size)] if keepdim else \
             [s for i, s in enumerate(self.batch_size) if i not in dims]
-        # a text column is not reduced: left out (kept, it no longer fitted the batch: keepdim=True gave a (1,) TensorDict holding a (n,) column)
-        return without_text_columns(self).apply(lambda t: op(t if dtype is None else t.to(dtype), dim=dims, keepdim=keepdim),
-                                                batch_size=bs)
+        return without_text_columns(self).apply(lambda t: op(cast(t), dim=dims, keepdim=keepdim), batch_size=bs)
 
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None, reduce: bool = False):
         """Sum each leaf (all its dims, or the batch dims ``dim``); ``reduce=True`` sums the
@@ -84,8 +87,8 @@ class AutogradMethods:
 
         Example: ``TensorDict(a=torch.ones(2, 3), batch_size=[2]).sum(0)["a"]`` -> ``tensor([2., 2., 2.])``
         """
-        return self._reduce(torch.sum, dim, keepdim, dtype, reduce)
+        return self._reduce(torch.sum, dim, keepdim, dtype, reduce, "sum")
 
     def mean(self, dim=None, keepdim: bool = False, *, dtype=None, reduce: bool = False):
         """Mean of each leaf (all its dims, or the batch dims ``dim``); ``reduce=True``: one tensor."""
-        return self._reduce(torch.mean, dim, keepdim, dtype, reduce)
+        return self._reduce(torch.mean, dim, keepdim, dtype, reduce, "mean")

@@ -14,6 +14,7 @@ import torch
 
 from .convert import is_collection
 from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .reductions import without_text_columns
 
 __all__ = ["CollectionOps", "NO_DEFAULT"]
 
@@ -173,19 +174,31 @@ class CollectionOps:
     __hash__ = None
 
     def all(self, dim: int | None = None):
-        """True when every boolean leaf is all True (``dim`` reduces along a batch dim)."""
+        """True when every tensor leaf is all True; ``dim`` reduces along a batch dim (text
+        columns are left out, constants kept).
+
+        Example:
+            >>> td = TensorDict({"a": torch.tensor([True, False]), "s": ["x", "y"]}, [2])
+            >>> td.all(), list(td.all(0).keys())
+            (False, ['a'])
+        """
         if dim is not None:
             d = self._norm_dim(dim)
             bs = self._batch_size[:d] + self._batch_size[d + 1 :]
-            return self.apply(lambda t: t.all(d), batch_size=bs)
+            return without_text_columns(self).apply(lambda t: t.all(d), batch_size=bs)
         return all(bool(v.all()) for v in self.values(True, True) if isinstance(v, torch.Tensor))
 
     def any(self, dim: int | None = None):
-        """True when any boolean leaf holds a True value."""
+        """True when any tensor leaf holds a True value; ``dim`` as in :meth:`all`.
+
+        Example:
+            >>> TensorDict({"a": torch.tensor([True, False]), "s": ["x", "y"]}, [2]).any(0)["a"].item()
+            True
+        """
         if dim is not None:
             d = self._norm_dim(dim)
             bs = self._batch_size[:d] + self._batch_size[d + 1 :]
-            return self.apply(lambda t: t.any(d), batch_size=bs)
+            return without_text_columns(self).apply(lambda t: t.any(d), batch_size=bs)
         return any(bool(v.any()) for v in self.values(True, True) if isinstance(v, torch.Tensor))
 
     def lock_(self) -> "TensorDict":

@@ -4,8 +4,8 @@
 ``non_tensor_items``, ``sorted_keys``.
 
 Text leaves (``NonTensorStack``, ``NonTensorData``) are kept as they are by the element-wise
-methods (a number cannot fill or test a string), move with the rows in ``roll``, and are left
-out of the reductions over batch dims (a string has no maximum).
+methods (a number cannot fill or test a string), move with the rows in ``roll``; text columns
+are left out of the reductions (a string has no maximum; ``chatdata.td.core.reductions``).
 
 Example:
     >>> td = TensorDict({"x": torch.tensor([1.0, float("nan")]), "s": ["a", "b"]}, [2])
@@ -21,8 +21,9 @@ import torch
 from .keys import unravel_key
 from .ops import NO_DEFAULT
 from ..nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from .reductions import reduce_all, reduce_together, without_leaves, without_text_columns
 
-__all__ = ["PipelineMethods", "without_text_columns"]
+__all__ = ["PipelineMethods"]
 
 
 def _leading(mask: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -38,28 +39,6 @@ def _unary(torch_fn):
     method.__doc__ = (f"``torch.{torch_fn.__name__}`` of every tensor leaf (text leaves are kept).\n\n"
                       f"        Example: ``TensorDict(a=torch.tensor([1.0]), batch_size=[1]).{torch_fn.__name__}()``")
     return method
-
-
-def without_text_columns(td):
-    """``td`` without its ``NonTensorStack`` leaves (nested ones included): what a reduction
-    over batch dims keeps (a constant ``NonTensorData`` is one value whatever the batch).
-
-    Example:
-        >>> list(without_text_columns(TensorDict({"s": ["a"], "c": "k"}, [1])).keys())
-        ['c']
-    """
-    return _without(td, NonTensorStack)
-
-
-def _without(td, kinds):
-    """``td`` (nested TensorDicts walked too) without its leaves of the types ``kinds``."""
-    out = td._new_unsafe({}, td.batch_size, td.device)
-    for k, v in td._tensordict.items():
-        if isinstance(v, type(td)):
-            out._tensordict[k] = _without(v, kinds)
-        elif not isinstance(v, kinds):
-            out._tensordict[k] = v
-    return out
 
 
 class PipelineMethods:
@@ -217,7 +196,7 @@ class PipelineMethods:
             >>> list(TensorDict({"x": torch.zeros(1), "s": ["a"]}, [1]).filter_non_tensor_data().keys())
             ['x']
         """
-        return _without(self, (NonTensorData, NonTensorStack))
+        return without_leaves(self, (NonTensorData, NonTensorStack))
 
     def non_tensor_items(self, include_nested: bool = False):
         """``(key, leaf)`` of every text leaf (a ``NonTensorData`` or ``NonTensorStack``), as a tuple.
@@ -276,15 +255,16 @@ class PipelineMethods:
     def _extreme(self, what: str, dim, keepdim: bool, reduce: bool, return_indices: bool):
         op = {"max": torch.max, "min": torch.min, "amax": torch.amax, "amin": torch.amin}[what]
         tensors = without_text_columns(self)
-        if reduce:
-            if dim is not None:
-                raise ValueError(f"{what}: reduce=True reduces every element of every leaf; it takes no dim")
+        if reduce and dim is None:
             vals = [t.reshape(-1) for _, t in tensors.items(True, True) if isinstance(t, torch.Tensor)]
             if not vals or not sum(v.numel() for v in vals):
                 raise RuntimeError(f"{what}(reduce=True): the TensorDict holds no tensor value")
             return op(torch.cat(vals))
+        if reduce and what in ("max", "min"):
+            raise ValueError(f"{what}: reduce=True reduces every element of every leaf; it takes no dim "
+                             f"(a{what}(dim=..., reduce=True) pools the leaves along batch dims)")
         if dim is None:
-            return tensors.apply(op, batch_size=[])
+            return reduce_all(self, op)
         if what in ("amax", "amin"):
             dims = (dim,) if isinstance(dim, int) else tuple(dim)
             dims = tuple(sorted(self._norm_dim(d) for d in dims))
@@ -295,6 +275,8 @@ class PipelineMethods:
         bs = [1 if i in dims else s for i, s in enumerate(self.batch_size)] if keepdim else \
             [s for i, s in enumerate(self.batch_size) if i not in dims]
         if what in ("amax", "amin"):
+            if reduce:
+                return reduce_together(self, op, dims, keepdim, what)
             return tensors.apply(lambda t: op(t, dim=dims, keepdim=keepdim), batch_size=bs)
         indices_of = {}  # one reduction per leaf: its indices are kept for the second TensorDict
 
@@ -306,14 +288,16 @@ class PipelineMethods:
         values = tensors.apply(values_of, batch_size=bs)
         if not return_indices:
             return values
-        indices = tensors.apply(lambda t: indices_of[id(t)], batch_size=bs)
+        # an index of a constant means nothing: the indices hold tensor leaves only (as tensordict's)
+        indices = without_leaves(tensors, NonTensorData).apply(lambda t: indices_of[id(t)], batch_size=bs)
         return getattr(torch.return_types, what)((values, indices))
 
     def max(self, dim=None, keepdim: bool = False, *, reduce: bool = False, return_indices: bool = True):
         """The maximum of each tensor leaf: over all its elements (``dim=None``, batch ``()``),
         along batch dim ``dim`` (a ``torch.return_types.max`` of values and indices
         TensorDicts, or the values with ``return_indices=False``), or with ``reduce=True`` one
-        tensor over every leaf. Text leaves are left out of a reduction over a batch dim.
+        tensor over every leaf. Text columns are left out; constants stay in the values, not in
+        the indices.
 
         Example:
             >>> td = TensorDict({"a": torch.tensor([[1, 5], [7, 2]])}, [2])

@@ -164,7 +164,7 @@ class RowMethods:
             >>> TensorDict({"a": torch.tensor([1.0, float("nan")])}, [2]).nansum()["a"].item()
             1.0
         """
-        return self._reduce(torch.nansum, dim, keepdim, dtype, reduce)
+        return self._reduce(torch.nansum, dim, keepdim, dtype, reduce, "nansum")
 
     def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None, reduce: bool = False):
         """``torch.nanmean`` of each tensor leaf, as ``mean``.
@@ -173,7 +173,7 @@ class RowMethods:
             >>> TensorDict({"a": torch.tensor([1.0, float("nan"), 3.0])}, [3]).nanmean(reduce=True).item()
             2.0
         """
-        return self._reduce(torch.nanmean, dim, keepdim, dtype, reduce)
+        return self._reduce(torch.nanmean, dim, keepdim, dtype, reduce, "nanmean")
 
     def prod(self, dim=None, keepdim: bool = False, *, dtype=None, reduce: bool = False):
         """``torch.prod`` of each tensor leaf (``dim``: one batch dim), as ``sum``.
@@ -188,7 +188,7 @@ class RowMethods:
         def op(t, dim=None, keepdim=False):
             return torch.prod(t) if dim is None else torch.prod(t, dim[0], keepdim=keepdim)
 
-        return self._reduce(op, dim, keepdim, dtype, reduce)
+        return self._reduce(op, dim, keepdim, dtype, reduce, "prod")
 
     def std(self, dim=None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False):
         """``torch.std`` of each tensor leaf (floating point), as ``sum``.
@@ -197,7 +197,7 @@ class RowMethods:
             >>> TensorDict({"a": torch.tensor([1.0, 3.0])}, [2]).std(0)["a"].item()
             1.4142135381698608
         """
-        return self._reduce(lambda t, **kw: torch.std(t, correction=correction, **kw), dim, keepdim, None, reduce)
+        return self._reduce(lambda t, **kw: torch.std(t, correction=correction, **kw), dim, keepdim, None, reduce, "std")
 
     def var(self, dim=None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False):
         """``torch.var`` of each tensor leaf (floating point), as ``sum``.
@@ -206,4 +206,4 @@ class RowMethods:
             >>> TensorDict({"a": torch.tensor([1.0, 3.0])}, [2]).var(0)["a"].item()
             2.0
         """
-        return self._reduce(lambda t, **kw: torch.var(t, correction=correction, **kw), dim, keepdim, None, reduce)
+        return self._reduce(lambda t, **kw: torch.var(t, correction=correction, **kw), dim, keepdim, None, reduce, "var")

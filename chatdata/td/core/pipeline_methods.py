@@ -1,5 +1,5 @@
 """TensorDict methods a data pipeline reaches for, as tensordict 0.14 has them: ``named_apply``,
-``masked_fill`` / ``masked_fill_``, ``roll``, ``split_keys``, the ``isfinite`` / ``isnan`` family,
+``masked_fill`` / ``masked_fill_``, ``roll``, the ``isfinite`` / ``isnan`` family,
 ``max`` / ``min`` / ``amax`` / ``amin`` (with ``reduce``), ``clamp*``, ``filter_non_tensor_data``,
 ``non_tensor_items``, ``sorted_keys``.
 
@@ -154,41 +154,6 @@ class PipelineMethods:
         return self._batch_op(lambda t: torch.roll(t, shifts, dims))
 
     # -- keys --------------------------------------------------------------------------------
-    def split_keys(self, *key_sets, inplace: bool = False, default=NO_DEFAULT, strict: bool = True,
-                   reproduce_struct: bool = False):
-        """One TensorDict per set of keys, then one of the keys left: ``a, b, rest =
-        td.split_keys(["x"], ["y"])``. ``strict=False`` skips keys that are missing; with
-        ``inplace=True`` the keys are moved out of self, which is the last result.
-
-        Example:
-            >>> td = TensorDict({"x": torch.zeros(2), "y": torch.ones(2), "s": ["a", "b"]}, [2])
-            >>> [list(t.keys()) for t in td.split_keys(["x", "s"])]
-            [['x', 's'], ['y']]
-        """
-        if default is not NO_DEFAULT or reproduce_struct:
-            raise NotImplementedError("split_keys: default= and reproduce_struct= are not implemented")
-        mine = set(self.keys(True))
-        picked, parts = [], []
-        for keys in key_sets:
-            if isinstance(keys, (str, tuple)):
-                raise TypeError(f"split_keys takes lists of keys, got {keys!r}: use split_keys([{keys!r}])")
-            keys = [unravel_key(k) for k in keys]
-            keys = [k[0] if len(k) == 1 else k for k in keys]
-            missing = [k for k in keys if k not in mine]
-            if missing and strict:
-                raise KeyError(f"split_keys: keys {missing} are not in the TensorDict; pass strict=False to skip them")
-            keys = [k for k in keys if k in mine]
-            parts.append(self.select(*keys) if keys else self.empty())
-            picked.extend(keys)
-        if inplace:
-            for k in picked:
-                if k in self.keys(True):
-                    del self[k]
-            rest = self
-        else:
-            rest = self.exclude(*picked)
-        return (*parts, rest)
-
     def filter_non_tensor_data(self):
         """A TensorDict without its text leaves (nested ones included).
 

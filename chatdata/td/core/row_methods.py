@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..nontensor import NonTensorStack
+from .convert import is_collection
 
 __all__ = ["RowMethods"]
 
@@ -74,7 +75,7 @@ class RowMethods:
 
     # -- the dict side ---------------------------------------------------------------------
     def copy(self):
-        """A shallow copy: new TensorDicts (nested ones too) holding the same tensors.
+        """A shallow copy: new TensorDicts (nested ones and tensorclasses too) holding the same tensors.
 
         Example:
             >>> td = TensorDict({"a": torch.zeros(1)}, [1])
@@ -83,7 +84,7 @@ class RowMethods:
         """
         out = self._new_unsafe({}, self.batch_size, self.device)
         for k, v in self._tensordict.items():
-            if isinstance(v, type(self)):
+            if isinstance(v, type(self)) or (is_collection(v) and hasattr(v, "copy")):  # a tensorclass too
                 v = v.copy()
             elif isinstance(v, NonTensorStack):
                 v = v.clone()

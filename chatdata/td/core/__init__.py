@@ -19,7 +19,7 @@ Example:
     >>> stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(2))])["a"].shape
     torch.Size([2, 2])
 """
-from .convert import check_batch, is_collection, is_integer_dtype
+from .convert import check_batch, check_no_names, is_collection, is_integer_dtype
 from .functional import cat, dispatch, lazy_stack, stack
 from .keys import GENERIC_NESTED_ERR, NestedKey, filename_to_key, is_valid_key, key_to_filename, unravel_key
 from .ragged import RaggedTensorDict
@@ -33,6 +33,6 @@ _state.install()  # state_dict, load_state_dict, consolidate and pickling of Ten
 __all__ = [
     "TensorDict", "TensorDictBase", "LockedError", "RaggedTensorDict", "NestedKey", "unravel_key",
     "is_valid_key", "key_to_filename", "filename_to_key", "GENERIC_NESTED_ERR", "check_batch",
-    "is_collection", "stack", "cat", "lazy_stack", "dispatch", "indent", "leaf_repr",
+    "check_no_names", "is_collection", "stack", "cat", "lazy_stack", "dispatch", "indent", "leaf_repr",
     "assert_allclose_td", "print_directory_tree",
 ]

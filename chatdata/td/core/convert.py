@@ -17,7 +17,7 @@ import torch
 
 from ..nontensor import Batched, BatchSizeError, NonTensorData, NonTensorStack, list_to_stack
 
-__all__ = ["to_entry", "is_collection", "check_batch", "check_indexed_batch", "check_fits", "is_tensor", "is_integer_dtype"]
+__all__ = ["check_no_names", "to_entry", "is_collection", "check_batch", "check_indexed_batch", "check_fits", "is_tensor", "is_integer_dtype"]
 
 
 def is_integer_dtype(dtype: torch.dtype) -> bool:
@@ -28,6 +28,23 @@ def is_integer_dtype(dtype: torch.dtype) -> bool:
         (True, False, False)
     """
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
+def check_no_names(names) -> None:
+    """Refuse ``names`` on batch dims: chatdata's ``names`` are always None, so names given
+    would be dropped without a word. None (or a list of None) passes.
+
+    Example:
+        >>> check_no_names([None, None])
+        >>> check_no_names(["batch"])
+        Traceback (most recent call last):
+        ...
+        ValueError: names=['batch']: chatdata does not name batch dims (its names are always None); drop names=, or keep the dim names in your own code
+    """
+    if names is None or (isinstance(names, (list, tuple)) and all(n is None for n in names)):
+        return
+    raise ValueError(f"names={names!r}: chatdata does not name batch dims (its names are always None); "
+                     f"drop names=, or keep the dim names in your own code")
 
 
 def is_tensor(value) -> bool:

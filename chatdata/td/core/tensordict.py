@@ -18,7 +18,7 @@ import torch
 
 from ..nontensor import (Batched, LinkedList, NonTensorData, NonTensorStack, as_batch_size, indexed_batch_size,
                          normalize_index)
-from .convert import check_batch, is_collection, to_entry
+from .convert import check_batch, check_no_names, is_collection, to_entry
 from .keys import unravel_key
 from .repr import td_repr
 from .ops import NO_DEFAULT as _NO_DEFAULT, CollectionOps
@@ -107,6 +107,7 @@ class TensorDict(WriteMethods, WhereMethods, KeyMethods, PipelineMethods, RowMet
                              f"non_blocking, lock; for an inferred batch size call .auto_batch_size_())")
         self._tensordict: dict[str, Any] = {}
         self._batch_size = as_batch_size(batch_size)
+        check_no_names(names)
         self._device = None if device is None else torch.device(device)
         self._is_locked = False
         self._is_shared = False

@@ -20,7 +20,7 @@ import dataclasses
 
 import torch
 
-from ..core import GENERIC_NESTED_ERR, RaggedTensorDict, TensorDict, is_valid_key
+from ..core import GENERIC_NESTED_ERR, RaggedTensorDict, TensorDict, check_no_names, is_valid_key
 from ..nontensor import Batched, NonTensorData, NonTensorStack, list_to_stack
 from . import options as _options
 from .fields import _is_tensor_annotation, _setup_fields, _unwrap
@@ -86,6 +86,8 @@ class TensorClass(ForwardedMethods, Batched):
         for n, v in (("batch_size", batch_size), ("device", device), ("names", names)):
             if n in self._field_names and v is not None:  # shadow=True: a field of that name
                 kwargs[n] = v
+        if "names" not in self._field_names:
+            check_no_names(names)
         if "batch_size" in self._field_names:
             batch_size = None
         if "device" in self._field_names:

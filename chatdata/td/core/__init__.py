@@ -26,9 +26,10 @@ from .ragged import RaggedTensorDict
 from .repr import indent, leaf_repr
 from .tensordict import LockedError, TensorDict, TensorDictBase
 from .testing import assert_allclose_td, print_directory_tree
-from . import state as _state
+from . import builders as _builders, state as _state
 
 _state.install()  # state_dict, load_state_dict, consolidate and pickling of TensorDict
+_builders.install()  # TensorDict.from_list
 
 __all__ = [
     "TensorDict", "TensorDictBase", "LockedError", "RaggedTensorDict", "NestedKey", "unravel_key",

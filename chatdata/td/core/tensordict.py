@@ -27,6 +27,7 @@ from .where import WhereMethods
 from .pipeline_methods import PipelineMethods
 from .key_methods import KeyMethods
 from .entry_methods import EntryMethods
+from .math_methods import MathMethods
 from .row_methods import RowMethods
 from .module_params import ModuleParams
 from .autograd_methods import AutogradMethods
@@ -81,7 +82,7 @@ class _KeysView:
         return list(self) == list(other) if isinstance(other, (list, tuple)) else set(self) == set(other)
 
 
-class TensorDict(WriteMethods, WhereMethods, KeyMethods, EntryMethods, PipelineMethods, RowMethods, ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Batched):
+class TensorDict(WriteMethods, WhereMethods, KeyMethods, EntryMethods, MathMethods, PipelineMethods, RowMethods, ExtraMethods, AutogradMethods, ModuleParams, CollectionOps, Batched):
     """A batched dictionary of tensors, nested collections and non-tensor data.
 
     Args:

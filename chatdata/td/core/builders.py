@@ -4,7 +4,7 @@ core/functional.py, and the core's face installs it (``install()``).
 
 Example:
     >>> td = TensorDict.from_list([{"x": 1, "s": "a"}, {"x": 2, "s": "b"}])
-    >>> td.batch_size, td["s"]
+    >>> td.batch_size, list(td["s"])
     (torch.Size([2]), ['a', 'b'])
 """
 from __future__ import annotations

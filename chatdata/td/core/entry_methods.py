@@ -11,7 +11,7 @@ Text leaves are entries like the others:
 
 Example:
     >>> td = TensorDict({"x": torch.tensor([1, 2]), "s": ["a", "b"]}, [2])
-    >>> td.replace(x=torch.zeros(2))["s"], td.update_at_({"s": "z"}, 0)["s"]
+    >>> list(td.replace(x=torch.zeros(2))["s"]), list(td.update_at_({"s": "z"}, 0)["s"])
     (['a', 'b'], ['z', 'b'])
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ class EntryMethods:
         Example:
             >>> td = TensorDict({"x": torch.zeros(2), "s": ["a", "b"]}, [2])
             >>> r = td.replace(s=["p", "q"])
-            >>> r["s"], td["s"], r.get("x") is td.get("x")
+            >>> list(r["s"]), list(td["s"]), r.get("x") is td.get("x")
             (['p', 'q'], ['a', 'b'], True)
         """
         if len(args) > 1 or (args and not isinstance(args[0], (dict, type(self)))):
@@ -74,7 +74,7 @@ class EntryMethods:
 
         Example:
             >>> td = TensorDict({"x": torch.zeros(3), "s": ["a", "b", "c"]}, [3])
-            >>> td.update_at_({"x": 1.0, "s": "z"}, 1)["x"].tolist(), td["s"]
+            >>> td.update_at_({"x": 1.0, "s": "z"}, 1)["x"].tolist(), list(td["s"])
             ([0.0, 1.0, 0.0], ['a', 'z', 'c'])
         """
         self._check_existing(input_dict_or_td, "update_at_")
@@ -91,7 +91,7 @@ class EntryMethods:
 
         Example:
             >>> td = TensorDict({"x": torch.zeros(3), "s": ["a", "b", "c"]}, [3])
-            >>> td.copy_at_(TensorDict({"x": torch.ones(2), "s": ["p", "q"]}, [2]), slice(1, 3))["s"]
+            >>> list(td.copy_at_(TensorDict({"x": torch.ones(2), "s": ["p", "q"]}, [2]), slice(1, 3))["s"])
             ['a', 'p', 'q']
         """
         if not isinstance(tensordict, type(self)):

@@ -12,7 +12,7 @@ nothing (tensordict writes the leaves before the bad one).
 
 Example:
     >>> td = TensorDict({"x": torch.tensor([1.0, 4.0]), "s": ["a", "b"]}, [2])
-    >>> td.sqrt_().add_(1)["x"].tolist(), td.log2()["s"]
+    >>> td.sqrt_().add_(1)["x"].tolist(), list(td.log2()["s"])
     ([2.0, 3.0], ['a', 'b'])
 """
 from __future__ import annotations

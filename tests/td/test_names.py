@@ -30,3 +30,13 @@ def test_names_are_refused_none_passes(make):
 
 def test_a_field_called_names_is_a_field():
     assert Named(names="x", batch_size=[]).names == "x"
+
+
+def test_from_dict_checks_names_and_refuses_unknown_options():
+    with pytest.raises(ValueError, match="does not name batch dims"):
+        TensorDict.from_dict({"a": torch.zeros(2)}, batch_size=[2], names=["b"])
+    with pytest.raises(TypeError, match="unexpected options \\['batchsize'\\]"):
+        TensorDict.from_dict({"a": torch.zeros(2)}, batchsize=[2])
+    with pytest.raises(ValueError, match="does not name batch dims"):
+        Pair.from_dict({"foo": torch.zeros(2)}, batch_size=[2], names=["b"])
+    assert TensorDict.from_dict({"a": torch.zeros(2)}, batch_size=[2], names=[None]).batch_size == (2,)

@@ -149,9 +149,14 @@ class TensorDict(WriteMethods, WhereMethods, KeyMethods, EntryMethods, MathMetho
         return td
 
     @classmethod
-    def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, **kwargs) -> "TensorDict":
-        """Build from a (nested) dict; ``auto_batch_size=True`` finds the common leading dims."""
-        td = cls(input_dict, batch_size=batch_size, device=device)
+    def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, names=None,
+                  **kwargs) -> "TensorDict":
+        """Build from a (nested) dict; ``auto_batch_size=True`` finds the common leading dims.
+        Unknown options are a TypeError (they were dropped without a word)."""
+        if kwargs:
+            raise TypeError(f"from_dict got unexpected options {sorted(kwargs)}; its options are batch_size, device, "
+                            f"batch_dims, auto_batch_size, names")
+        td = cls(input_dict, batch_size=batch_size, device=device, names=names)
         if auto_batch_size or batch_dims is not None:
             td.auto_batch_size_(batch_dims)
         return td

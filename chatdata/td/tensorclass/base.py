@@ -185,7 +185,7 @@ class TensorClass(ForwardedMethods, Batched):
     def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, auto_batch_size=False, **kwargs):
         """Build from a (nested) dict of field values (a key that is no field raises KeyError)."""
         td = TensorDict.from_dict(dict(input_dict), batch_size=batch_size, device=device, batch_dims=batch_dims,
-                                  auto_batch_size=auto_batch_size)
+                                  auto_batch_size=auto_batch_size, **kwargs)  # names= and unknown options checked there
         return cls.from_tensordict(td)
 
     @classmethod

@@ -16,9 +16,10 @@ import torch
 
 from .arrow_check import ENCODING_KEY, NULL_KEYS, check_one_column, checked_messages
 from .arrow_columns import stack_from_strings, strip_nulls
+from .arrow_valid import invalid_rows
 from .deps import require_pyarrow
 
-__all__ = ["history_from_arrow", "find_bad_rows"]
+__all__ = ["history_from_arrow", "find_bad_rows", "read_good_rows"]
 
 
 def _column_of(obj, column: str):
@@ -81,30 +82,12 @@ def find_bad_rows(obj, column: str = "messages") -> list[tuple[int, str]]:
     return _bad_rows(checked_messages(_column_of(obj, column), column), column)
 
 
-def _invalid_rows(arr, first: int = 0) -> list[tuple[int, str]]:
-    """``(row, reason)`` for every row of ``arr`` that fails Arrow's full validation (text that is
-    not UTF-8, offsets out of their buffers), found by halving: one pass when all is well, at most
-    one pass per halving level (log2 of the rows) when not. Each half is taken (copied): a slice
-    shares its children whole, so it would fail for every row."""
-    pa = require_pyarrow()
-    try:
-        arr.validate(full=True)
-        return []
-    except pa.ArrowInvalid as err:
-        if len(arr) == 1:
-            why = str(err).rsplit("Invalid: ", 1)[-1]
-            return [(first, "text that is not UTF-8" if "UTF8" in why else f"corrupt data ({why})")]
-    half = len(arr) // 2
-    return [*_invalid_rows(arr.take(pa.array(np.arange(0, half))), first),
-            *_invalid_rows(arr.take(pa.array(np.arange(half, len(arr)))), first + half)]
-
-
 def _bad_rows(arr, column: str) -> list[tuple[int, str]]:
     """:func:`find_bad_rows` of a column :func:`.checked_messages` gave."""
     pa = require_pyarrow()
     bad: dict[int, str] = {}
     # Parquet readers hand over string bytes unchecked: a damaged file would be saved as text that is not text
-    for r, why in _invalid_rows(arr):
+    for r, why in invalid_rows(arr):
         bad[r] = f"{why}: the file it came from is damaged, or holds text in another encoding"
     if arr.null_count:
         for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)).tolist():
@@ -145,14 +128,54 @@ def history_from_arrow(obj, column: str = "messages"):
         >>> History.from_arrow(t).to_chats()
         [[{'role': 'user', 'content': 'hi'}]]
     """
-    pa = require_pyarrow()
-    from ..history import History
-
     arr = checked_messages(_column_of(obj, column), column)
     bad = _bad_rows(arr, column)
     if bad:
         row, reason = bad[0]
         raise ValueError(f"row {row}: {reason}" + (f" (and {len(bad) - 1} more bad rows)" if len(bad) > 1 else ""))
+    return _history_of(arr)
+
+
+def read_good_rows(obj, column: str = "messages"):
+    """``(history, rows, bad)``: a History of the rows of ``obj`` that are conversations (None when
+    none is), their row numbers, and ``(row, reason)`` for the others: :func:`find_bad_rows`'s,
+    then rows a History cannot hold (e.g. an ``is_complete`` that is not a bool). Each row is
+    checked once (what ``chatdata import`` does per chunk).
+
+    Example:
+        >>> import pyarrow as pa
+        >>> h, rows, bad = read_good_rows(pa.table({"messages": [[{"role": "user", "content": "hi"}], None]}))
+        >>> h.to_chats(), rows.tolist(), bad
+        ([[{'role': 'user', 'content': 'hi'}]], [0], [(1, 'messages is null')])
+    """
+    pa = require_pyarrow()
+    arr = checked_messages(_column_of(obj, column), column)
+    bad = _bad_rows(arr, column)
+    rows = np.arange(len(arr), dtype=np.int64)
+    if bad:
+        keep = np.ones(len(arr), dtype=bool)
+        keep[[r for r, _ in bad]] = False
+        arr, rows = arr.filter(pa.array(keep)), rows[keep]
+    try:
+        return _history_of(arr), rows, bad
+    except ValueError:  # find the rows chatdata cannot hold, one by one (each a row already checked)
+        pass
+    good = []
+    for i in range(len(arr)):
+        try:
+            _history_of(arr.slice(i, 1))
+            good.append(i)
+        except ValueError as err:
+            bad.append((int(rows[i]), str(err).replace("row 0, ", "").replace("row 0: ", "")))
+    h = _history_of(arr.take(pa.array(good, pa.int64()))) if good else None
+    return h, rows[good], bad
+
+
+def _history_of(arr):
+    """The History of a messages array :func:`_bad_rows` found no bad row in."""
+    pa = require_pyarrow()
+    from ..history import History
+
     offsets = torch.from_numpy(arr.offsets.to_numpy().astype(np.int64, copy=True))
     if offsets.numel() and int(offsets[0]):
         offsets -= int(offsets[0])

@@ -213,17 +213,15 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
     ``before_close()`` runs before the output is committed and may raise to write nothing."""
     import sys
 
-    import numpy as np
-
     from ..history import History
     from ..history.columns import FIELDS, FLAGS_KEY, build_storage
     from ..td import RaggedTensorDict
     from ..td.storage import StreamWriter
     from .arrow_check import checked_messages
-    from .arrow_history import find_bad_rows, history_from_arrow
+    from .arrow_read import read_good_rows
     from .sharded import ShardedWriter
 
-    pa = require_pyarrow()
+    require_pyarrow()
     chunk_size = check_count("chunk_size", chunk_size)
     if shard_size is not None:
         shard_size = check_count("shard_size (None for a plain dataset)", shard_size)
@@ -260,31 +258,11 @@ def import_tables(src, out, *, column: str = "messages", chunk_size: int = 8192,
                 except (TypeError, ValueError) as err:  # a type it cannot read; bytes that are not UTF-8
                     raise ValueError(f"{f}: {err}") from None
                 n = len(arr)
-                bad_rows = find_bad_rows(arr, column)
-                if bad_rows:
-                    keep = np.ones(n, dtype=bool)
-                    for r, reason in bad_rows:
-                        bad(f.name, row0 + r, reason)
-                        keep[r] = False
-                    arr = arr.filter(pa.array(keep))
-                    rows = np.flatnonzero(keep)
-                else:
-                    rows = None
-                try:
-                    h = history_from_arrow(arr, column)
-                except ValueError:  # find the rows chatdata cannot hold (e.g. a non-bool is_complete)
-                    good = []
-                    for i in range(len(arr)):
-                        try:
-                            history_from_arrow(arr.slice(i, 1), column)
-                            good.append(i)
-                        except ValueError as err:
-                            bad(f.name, row0 + int(rows[i] if rows is not None else i),
-                                str(err).replace("row 0, ", "").replace("row 0: ", ""))
-                    h = history_from_arrow(arr.take(pa.array(good, pa.int64())), column) if good else None
-                    rows = (rows[good] if rows is not None else np.array(good, dtype=np.int64))
+                h, rows, bad_rows = read_good_rows(arr, column)  # each row checked once
+                for r, reason in bad_rows:
+                    bad(f.name, row0 + r, reason)
                 if screen is not None and h is not None and h.batch_size[0]:
-                    src_rows = row0 + (rows if rows is not None else np.arange(h.batch_size[0]))
+                    src_rows = row0 + rows
                     h = screen(h, f.name, src_rows, unit="row")
                 row0 += n
                 if h is None or not h.batch_size[0]:

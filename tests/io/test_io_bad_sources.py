@@ -189,3 +189,56 @@ def test_a_manifest_entry_leading_out_of_the_folder_through_a_symlink_is_refused
     m["items"] -= 1
     (corpus / "manifest.json").write_text(json.dumps(m))
     assert open_dataset(tmp_path / "alias").to_chats() == CHATS[:1] and verify_dataset(tmp_path / "alias").ok
+
+
+def _chats_table_with_bad_text(n_rows: int, bad_row: int, field: str):
+    """``n_rows`` conversations of two messages, the ``field`` text of row ``bad_row``'s first
+    message holding a byte no UTF-8 text holds (one table, one chunk: slices of it share its children)."""
+    texts = [f"row {r} msg {m}" for r in range(n_rows) for m in range(2)]
+    bad_text = _texts_with_bad_bytes(texts, {2 * bad_row})
+    good_text = pa.array(texts, pa.large_string())
+    role = pa.array(["user", "assistant"] * n_rows, pa.large_string())
+    fields = {"role": role, "content": bad_text if field == "content" else good_text}
+    if field != "content":
+        fields[field] = bad_text
+    msgs = pa.StructArray.from_arrays(list(fields.values()), names=list(fields))
+    arr = pa.LargeListArray.from_arrays(pa.array(range(0, 2 * n_rows + 1, 2), pa.int64()), msgs)
+    return pa.table({"messages": arr})
+
+
+@pytest.mark.parametrize("field", ["content", "name"])
+def test_a_slice_is_checked_on_its_own_rows_and_names_them_by_the_slice(field):
+    from chatdata.io.arrow_valid import compact_view
+
+    t = _chats_table_with_bad_text(1000, bad_row=700, field=field)
+    # a bad row outside the slice is not the slice's: it reads
+    assert History.from_arrow(t.slice(100, 50)).to_chats()[0][0]["content"] == "row 100 msg 0"
+    # inside, it is named by its row in the slice
+    with pytest.raises(ValueError, match=r"^row 5: text that is not UTF-8"):
+        History.from_arrow(t.slice(695, 50))
+    assert [r for r, _ in find_bad_rows(t.slice(695, 50))] == [5]
+    # what Arrow validates for a slice holds the slice's messages, not the table's 2000
+    view = compact_view(t.column("messages").chunk(0).slice(695, 50))
+    assert len(view.values) == 100 and len(view.values.field("content")) == 100
+    assert view.slice(0, 5).to_pylist() == t.column("messages").chunk(0).slice(695, 5).to_pylist()
+
+
+def test_read_good_rows_gives_the_good_rows_their_numbers_and_the_bad_ones_their_reasons():
+    from chatdata.io.arrow_read import read_good_rows
+
+    t = _chats_table_with_bad_text(6, bad_row=2, field="content")
+    h, rows, bad = read_good_rows(t)
+    assert rows.tolist() == [0, 1, 3, 4, 5] and [r for r, _ in bad] == [2] and "not UTF-8" in bad[0][1]
+    assert h.to_chats() == History.from_arrow(t.take([0, 1, 3, 4, 5])).to_chats()
+
+
+def test_an_arrow_ipc_file_with_text_that_is_not_utf8_is_refused_whole(tmp_path):
+    """docs/scale.md: IPC bytes are mapped as they are on disk and each batch validated whole before
+    a row is read, so a bad byte refuses the file (no row named, nothing written)."""
+    src = tmp_path / "bad.arrow"
+    t = _chats_table_with_bad_text(20, bad_row=7, field="content")
+    with pa.OSFile(str(src), "wb") as sink, pa.ipc.new_file(sink, t.schema) as w:
+        w.write_table(t)
+    with pytest.raises(ValueError, match=rf"{src}: corrupt Arrow IPC data \(.*UTF8"):
+        import_tables(src, tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()

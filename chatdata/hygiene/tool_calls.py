@@ -192,14 +192,24 @@ class _Validators:
 def _multiple_of(validator, divisor, instance, schema):
     """``multipleOf`` on the numbers as written: jsonschema divides floats, so 0.07 was not a
     multiple of 0.01 (0.07 / 0.01 = 7.000000000000001) where jsonschema-rs, and the JSON Schema
-    spec, say it is. Both numbers are taken exactly from their shortest decimal form."""
-    if not validator.is_type(instance, "number") or isinstance(divisor, bool) or \
-            not isinstance(divisor, (int, float)) or not math.isfinite(instance) or not math.isfinite(divisor):
+    spec, say it is. Both numbers are taken exactly: a float from its shortest decimal form, an int
+    as it is (an int of any size is valid JSON: no float conversion, no decimal string)."""
+    if not validator.is_type(instance, "number") or isinstance(divisor, bool) or not isinstance(divisor, (int, float)):
         return
-    if (Fraction(repr(instance)) / Fraction(repr(divisor))).denominator != 1:
+    n, d = _exact(instance), _exact(divisor)
+    if n is None or d is None or d == 0:
+        return
+    if (n / d).denominator != 1:
         from .deps import require_jsonschema
 
         yield require_jsonschema().exceptions.ValidationError(f"{instance!r} is not a multiple of {divisor!r}")
+
+
+def _exact(number) -> Fraction | None:
+    """``number`` as an exact fraction (None for inf/nan): an int as is, a float by its repr."""
+    if isinstance(number, int):
+        return Fraction(number)
+    return Fraction(repr(number)) if math.isfinite(number) else None
 
 
 class SchemaUnusable(Exception):

@@ -56,6 +56,8 @@ CASES = [  # (what, schema, arguments, expected)
     ("multipleOf: 0.07 is a multiple of 0.01", obj({"a": {"multipleOf": 0.01}}), {"a": 0.07}, OK),
     ("multipleOf: 0.075 is not", obj({"a": {"multipleOf": 0.01}}), {"a": 0.075}, BAD),
     ("multipleOf: 4.5 of 1.5", obj({"a": {"multipleOf": 1.5}}), {"a": 4.5}, OK),
+    ("multipleOf: an int too big for a float, 10**400 of 0.5", obj({"a": {"multipleOf": 0.5}}), '{"a": 1%s}' % ("0" * 400), OK),
+    ("multipleOf: 10**400 + 1 is not of 2", obj({"a": {"multipleOf": 2}}), '{"a": 1%s1}' % ("0" * 399), BAD),
     ("uniqueItems: 1 and 1.0 are equal", obj({"a": {"uniqueItems": True}}), '{"a": [1, 1.0]}', BAD),
     ("uniqueItems: true and 1 differ", obj({"a": {"uniqueItems": True}}), {"a": [True, 1]}, OK),
     ("dependentRequired", obj({"a": {}, "b": {}}, dependentRequired={"a": ["b"]}), {"a": 1}, BAD),

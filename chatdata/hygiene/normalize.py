@@ -46,6 +46,8 @@ _UNICODE_WS_CHARS = [chr(c) for c in range(128, 0x3001) if chr(c).isspace()]
 _UNICODE_WS = re.compile("[" + "".join(_UNICODE_WS_CHARS) + "]")
 _WS_CODES2 = np.array([int.from_bytes(c.encode(), "big") for c in _UNICODE_WS_CHARS if len(c.encode()) == 2])
 _WS_CODES3 = np.array([int.from_bytes(c.encode(), "big") for c in _UNICODE_WS_CHARS if len(c.encode()) == 3])
+# what normalization removes at either end of a text: whitespace (str.split's) and format characters
+_JUNCTION = "".join(chr(c) for c in range(0x3001) if chr(c).isspace()) + FORMAT_CHARS
 CHUNK_CHARS = 16 << 20  # text per bulk pass: bounds the temporary buffers
 
 
@@ -96,17 +98,18 @@ def message_items(history) -> tuple[list, list]:
         reasoning = e.get("reasoning_content") if e else None
         if key is None and c is None and not isinstance(reasoning, str):
             continue
-        # no whitespace at a junction (the bulk pass folds it only at the ends of a message): "Sure. "
-        # and "Sure." before a call are the same text. (strip, not normalize_text: the bulk pass
-        # normalizes the rest, without a per-text Python pass over long reasoning)
-        text = texts[i].rstrip()
+        # no whitespace or format characters at a junction (the bulk pass folds whitespace only at
+        # the ends of a message, after dropping format characters): "Sure.\u200b " and "Sure."
+        # before a call are the same text. (strip, not normalize_text: the bulk pass normalizes
+        # the rest, without a per-text Python pass over long reasoning)
+        text = texts[i].rstrip(_JUNCTION)
         if key is not None:  # one word: the same question about another image is another conversation
             text += "\x03" + key
         if c is not None:
             text += "\x01" + json.dumps([_call_key(x) for x in c], sort_keys=True, ensure_ascii=False,
                                         separators=(",", ":"))
         if isinstance(reasoning, str):
-            text += "\x02" + reasoning.strip()
+            text += "\x02" + reasoning.strip(_JUNCTION)
         texts[i] = text
     return roles, texts
 

@@ -142,3 +142,18 @@ def test_whitespace_at_the_end_of_a_text_before_its_calls_or_reasoning_is_no_dif
                  "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}]
     h = History.from_chats([conv("Sure.", "look it up"), conv("Sure. ", " look it up\n"), conv("Sure!", "look it up")])
     assert dedup(h).tolist() == [0, 2]
+
+
+def test_format_characters_and_whitespace_at_a_junction_are_no_difference():
+    """Before: the junction before a call or reasoning was stripped of whitespace only, so in
+    "Sure.\u200b " the bulk pass dropped the zero-width space but kept the space before it, and
+    the copy stayed distinct from "Sure."; the same for reasoning starting "\ufeff \u00ad"."""
+    def conv(text, reasoning):
+        return [{"role": "user", "content": "weather in Paris?"},
+                {"role": "assistant", "content": text, "reasoning_content": reasoning,
+                 "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}]
+    h = History.from_chats([conv("Sure.", "look it up"), conv("Sure.\u200b ", "look it up"),
+                            conv("Sure. \u200b\u00a0\u2060", "\ufeff \u00adlook it up\u200d\n"),
+                            conv("Sure. !", "look it up")])
+    assert dedup(h).tolist() == [0, 3]
+    assert normalize_text("Sure.\u200b ") == normalize_text("Sure.")

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from chatdata import History, NonTensorData, TensorDict, load_memmap
+from chatdata.td.storage import find_dead_temps
 from chatdata.td.storage.fsops import find_orphans
-from chatdata.td.storage.tempdirs import WriterTemp
+from chatdata.td.storage.tempdirs import WriterTemp, temp_name
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "tensordict_fixtures"
 
@@ -134,7 +135,8 @@ def test_sigkilled_saves_leave_orphans_the_next_save_removes(tmp_path):
             lock = p / "writer.lock"
             assert not lock.exists() or lock.stat().st_size == 0, p
             old = time.time() - 3600
-            os.utime(p, (old, old))
+            for q in [p, *p.rglob("*")]:  # untouched: the folder and what is in it
+                os.utime(q, (old, old))
         orphans = find_orphans(data)
         assert set(orphans) == leftovers  # every leftover is an orphan
         assert len(orphans) <= 1  # each save removed the orphans of the kills before it
@@ -196,3 +198,26 @@ def test_lone_surrogates_refused_at_save(tmp_path, td, named):
         td().memmap(tmp_path / "x")
     assert type(err.value) is ValueError and named in str(err.value)  # not a raw UnicodeEncodeError
     assert not (tmp_path / "x").exists() and os.listdir(tmp_path) == []
+
+
+def test_a_lockless_folder_counts_only_when_nothing_in_it_was_touched(tmp_path):
+    """Before: find_orphans judged a folder without lock info by the folder's own mtime, which a
+    writer that has no lock (an older chatdata) does not change while it writes into a file, so
+    its live folder was an orphan after a minute (and would be removed); find_dead_temps looked
+    inside. Both now follow one rule: untouched means nothing in the folder was modified."""
+    old = time.time() - 3600
+    folder = tmp_path / temp_name("ds")
+    folder.mkdir()
+    (folder / "part.bin").write_bytes(b"being written")  # recent: a writer is at work
+    os.utime(folder, (old, old))
+    assert find_orphans(tmp_path / "ds") == [] and find_dead_temps(tmp_path) == []
+    os.utime(folder / "part.bin", (old, old))
+    assert find_orphans(tmp_path / "ds") == [folder] and find_dead_temps(tmp_path) == [folder]
+    legacy = tmp_path / ".ds.tmp-0123456789ab"  # an old version's folder: the data itself
+    legacy.mkdir()
+    (legacy / "meta.json").write_text("{}")
+    os.utime(legacy, (old, old))
+    assert legacy not in find_orphans(tmp_path / "ds") and legacy not in find_dead_temps(tmp_path)
+    os.utime(legacy / "meta.json", (old, old))
+    assert legacy in find_orphans(tmp_path / "ds") and legacy in find_dead_temps(tmp_path)
+    assert find_orphans(tmp_path / "other") == []

@@ -115,16 +115,41 @@ def _lock_owner(folder: Path):
         os.close(fd)
 
 
-def _age(folder: Path, deep: bool = False) -> float:
+def _age(folder: Path) -> float:
+    """Seconds since anything in ``folder`` (itself included) was last modified."""
     try:
         newest = folder.lstat().st_mtime
-        if deep:
-            for root, dirs, files in os.walk(folder):
-                for name in dirs + files:
-                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+        for root, dirs, files in os.walk(folder):
+            for name in dirs + files:
+                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
     except OSError:
         return 0.0
     return time.time() - newest
+
+
+def _gone_writers(parent: Path):
+    """``(folder, owner)`` for each temporary folder in ``parent`` whose writer is gone:
+    ``owner(name)`` tells whether it was a save to ``name`` (by the name its lock records, else by
+    its folder name: the first 24 characters, or the whole name in a legacy folder). A lock that
+    can be taken means gone; a folder without a readable lock counts once nothing in it was
+    touched for the grace period (a minute for one killed before it locked, ten for a legacy
+    folder holding ``meta.json``): a writer without a lock shows it is alive only by writing."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        m = _TEMP_RE.match(entry.name)
+        if m is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        folder = Path(entry.path)
+        state, info = _lock_owner(folder)
+        if state == "dead":
+            yield folder, lambda name, target=info.get("target"): target == name
+        elif state == "unknown":
+            stem, legacy = m["stem"], (folder / "meta.json").exists()
+            if _age(folder) > (_LEGACY_GRACE_S if legacy else _UNLOCKED_GRACE_S):
+                yield folder, lambda name, stem=stem, n=None if legacy else _STEM_CHARS: stem == name[:n]
 
 
 def find_orphans(path) -> list[Path]:
@@ -141,57 +166,22 @@ def find_orphans(path) -> list[Path]:
         []
     """
     path = Path(path).absolute()
-    name, parent = path.name, path.parent
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        return []
-    out = []
-    for entry in entries:
-        m = _TEMP_RE.match(entry.name)
-        if m is None or not entry.is_dir(follow_symlinks=False):
-            continue
-        folder = Path(entry.path)
-        state, info = _lock_owner(folder)
-        if state == "live":
-            continue
-        if state == "dead":
-            if info.get("target") == name:
-                out.append(folder)
-            continue
-        if not (folder / "meta.json").exists():
-            # a lock without its info, or a folder whose writer died before it made its lock
-            if m["stem"] == name[:_STEM_CHARS] and _age(folder) > _UNLOCKED_GRACE_S:
-                out.append(folder)
-        elif m["stem"] == name and _age(folder, deep=True) > _LEGACY_GRACE_S:
-            out.append(folder)  # a legacy temporary folder (the data itself, no lock)
-    return sorted(out)
+    name = path.name
+    return sorted(folder for folder, owner in _gone_writers(path.parent) if owner(name))
 
 
 def find_dead_temps(parent) -> list[Path]:
     """The temporary folders in ``parent`` whose writer is gone, whatever they were to become:
     the rest of saves killed before their final rename (a shard a killed writer never finished,
-    for example, whose target no one knows of). A folder of a live writer never is one.
+    for example, whose target no one knows of). A folder of a live writer never is one; the
+    rules are :func:`find_orphans`' without its match on the target.
 
     Example:
         >>> import tempfile, pathlib
         >>> find_dead_temps(pathlib.Path(tempfile.mkdtemp()))
         []
     """
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        return []
-    out = []
-    for entry in entries:
-        if _TEMP_RE.match(entry.name) is None or not entry.is_dir(follow_symlinks=False):
-            continue
-        folder = Path(entry.path)
-        state, _ = _lock_owner(folder)
-        grace = _LEGACY_GRACE_S if (folder / "meta.json").exists() else _UNLOCKED_GRACE_S  # as find_orphans
-        if state == "dead" or (state == "unknown" and _age(folder, deep=True) > grace):
-            out.append(folder)
-    return sorted(out)
+    return sorted(folder for folder, _ in _gone_writers(parent))
 
 
 def remove_orphans(path) -> list[Path]:

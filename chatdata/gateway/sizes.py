@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["rendered_chars", "text_chars", "content_chars", "verbatim_chars"]
+__all__ = ["rendered_chars", "text_chars", "verbatim_chars"]
 
 
 def text_chars(value: Any) -> int:
@@ -79,19 +79,6 @@ def rendered_chars(messages: list) -> int:
     return n
 
 
-def content_chars(messages: list, roles: tuple | None = None) -> int:
-    """The characters of the text content of ``messages`` (raw, as sent) of the given ``roles``
-    (default: every role); malformed content counts 0.
-
-    Example:
-        >>> content_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
-        ...                {"role": "tool", "content": [{"type": "text", "text": "de"}]}, "not a message"])
-        8
-    """
-    return sum(_content(m.get("content")) for m in messages
-               if isinstance(m, dict) and (roles is None or m.get("role") in roles))
-
-
 def verbatim_chars(messages: list) -> int:
     """The characters of the ``content`` of the system, developer, user and tool messages among
     ``messages`` (raw, as sent): text every template writes whole (an assistant's may be cut, as
@@ -99,7 +86,8 @@ def verbatim_chars(messages: list) -> int:
 
     Example:
         >>> verbatim_chars([{"role": "user", "content": "abc"}, {"role": "assistant", "content": "xyz"},
-        ...                 {"role": "tool", "content": [{"type": "text", "text": "de"}]}])
+        ...                 {"role": "tool", "content": [{"type": "text", "text": "de"}]}, "not a message"])
         5
     """
-    return content_chars(messages, ("system", "developer", "user", "tool"))
+    return sum(_content(m.get("content")) for m in messages
+               if isinstance(m, dict) and m.get("role") in ("system", "developer", "user", "tool"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import pytest
 import torch
@@ -21,12 +22,31 @@ async def _preparing(http) -> int:
     return (await http.get("/health")).json()["preparing"]
 
 
-def _retry_agent(gw_of: dict, key, cycles: list):
-    """Two turns (the second after a 5 MB tool output), then a retry of the second (a fork that re-renders
-    the 5 MB prefix and adds nothing). Offloaded (``cycles`` empty): while the fork is prepared,
-    another session and the fork's own source branch are served, each from start to end, until
-    one such cycle falls wholly inside it (it is told so by /health before and after). On the event
-    loop (``cycles`` given): the same requests, one after another."""
+def _gate_forks(gateway) -> threading.Event:
+    """Hold the worker thread that renders a fork, at the start of the gateway's own
+    ``table.render``, until the returned event is set: while it waits, the fork is being prepared
+    for as long as the test needs, whatever the machine's speed (the render itself is the real one)."""
+    gate, render = threading.Event(), gateway.table.render
+
+    def gated(plan):
+        if plan.kind == "fork":
+            assert threading.current_thread() is not threading.main_thread(), "a fork rendered on the event loop"
+            gate.wait(timeout=120)  # a bound only so that a broken test fails instead of hanging
+        return render(plan)
+
+    gateway.table.render = gated
+    return gate
+
+
+CYCLES = 2  # other sessions' and the source branch's turns served while the fork is prepared
+
+
+def _retry_agent(gw_of: dict, key, gate):
+    """Two turns (the second after a 5 MB tool output), then a retry of the second (a fork that
+    re-renders the 5 MB prefix and adds nothing). Offloaded (``gate`` given): while the fork's
+    worker is held, another session and the fork's own source branch are served, each from start
+    to end, ``CYCLES`` times, /health saying all along that the fork is being prepared; then the
+    worker goes on. On the event loop (``gate`` None): the same requests, one after another."""
     async def talk(c, http):
         h = {"X-Session-Id": "big"}
         msgs = [{"role": "user", "content": "q"}]
@@ -50,24 +70,21 @@ def _retry_agent(gw_of: dict, key, cycles: list):
         await cycle(0)  # once before: the first turn of a kind renders the whole chat (rollout's delta check)
         retry = c.chat.completions.with_raw_response.create(model="tiny", messages=msgs, max_tokens=1,
                                                             extra_headers=h)
-        if cycles:  # the event loop's path: the same requests in order
-            for n in range(1, cycles[0] + 1):
+        if gate is None:  # the event loop's path: the same requests in order
+            for n in range(1, CYCLES + 1):
                 await cycle(n)
             r = await retry
         else:
             task = asyncio.create_task(retry)
-            n = 1
-            while True:
-                assert not task.done(), "the fork was answered before a cycle was served while it was prepared"
+            while not await _preparing(http):  # until the fork reaches its worker (held there)
+                assert not task.done(), "the fork was answered without being prepared off the loop"
                 await asyncio.sleep(0)
-                if not await _preparing(http):
-                    continue
+            for n in range(1, CYCLES + 1):
                 await cycle(n)
-                n += 1
-                assert (await http.get("/health")).json()["status"] == "ok"
-                if await _preparing(http):  # the fork was being prepared all along
-                    break
-            cycles.append(n - 1)
+                assert (await http.get("/health")).json() == {"status": "ok", "open_sessions": 2 + n,
+                                                              "preparing": 1}
+            assert not task.done()
+            gate.set()
             r = await task
         assert r.headers["x-chatdata-branch"] == "1"
         assert gw_of[key].preparing == 0
@@ -80,15 +97,13 @@ def test_a_big_fork_is_prepared_off_the_loop_while_its_source_and_others_are_ser
     fork took of its source branch, while the source itself gets new turns: the fork is the
     same, id for id, as on the event loop, and so is everything else stored."""
     gw_of: dict = {}
-    cycles: list = []
     for key, offload in (("thread", 1 << 16), ("loop", 1 << 40)):
         app = create_app(garbage + "/ok", tok, tmp_path / key, durable=False, offload_chars=offload)
         gw_of[key] = app.state.gateway
-        serve(app, _retry_agent(gw_of, key, cycles))
-    assert cycles[0] >= 1
+        serve(app, _retry_agent(gw_of, key, _gate_forks(gw_of[key]) if key == "thread" else None))
     threaded, inline = ({(r["session_id"], r["branch"]): r for r in read_sessions(tmp_path / key)}
                         for key in ("thread", "loop"))
-    assert sorted(threaded) == sorted(inline) and len(threaded) == 3 + cycles[0]
+    assert sorted(threaded) == sorted(inline) and len(threaded) == 3 + CYCLES
     for name, a in threaded.items():
         b = inline[name]
         assert a["parent"] == b["parent"]

@@ -21,7 +21,7 @@ from test_gateway_app import serve, tok  # noqa: F401 - the fixture and the in-p
 # 2,000 sessions (OWN_TOOLS 300) were run once (14 min with the test backend): the same footprint
 # after 400 as after 2,000 (and, before the idle loop dropped its last batch, the same 2 stored
 # sessions alive in both); the suite runs fewer
-N_SESSIONS, OWN_TOOLS, CHECKPOINT = 48, 12, 24  # the first OWN_TOOLS sessions each send tools of their own
+N_SESSIONS, OWN_TOOLS, CHECKPOINT = 24, 12, 12  # the first OWN_TOOLS sessions each send tools of their own
 KINDS = ("Session", "Branch", "Conversation", "Rollout", "Journal", "BodyMemo", "Plan", "TokenRow")
 
 
@@ -77,8 +77,7 @@ def test_thousands_of_sessions_and_forks_leave_nothing_behind(backend, tok, tmp_
     assert last == first, (first, last)
     assert last["sessions"] == last["turn index"] == last["memos"] == last["logs"] == 0
     assert all(last[k] == 0 for k in KINDS), last
-    assert len(requests_module._RECENT) <= 8
-    assert len(facts_module._CACHE) <= facts_module._CACHE.size and len(delta_module._KNOWN) <= delta_module._KNOWN.size
+    assert len(requests_module._RECENT) == 8  # OWN_TOOLS (12) tool sets passed: the 8 latest kept
     records = read_sessions(tmp_path / "out")
     assert len(records) == 2 * N_SESSIONS and sum(r["parent"] is not None for r in records) == N_SESSIONS
 
@@ -106,8 +105,30 @@ def test_what_is_learnt_of_a_template_is_kept_for_recent_keys_only():
     known.whole = True
     for k in range(delta_module._KNOWN.size + 1):  # other keys push it out
         delta_module.known_for(f"another template {k}")
+    assert len(delta_module._KNOWN) == delta_module._KNOWN.size  # and the oldest went
     assert delta_module.known_for(ro._delta.key) is not known  # evicted: a new conversation learns afresh
     assert ro._delta.known is known and known.whole  # this one still renders its template whole
     ro.add_response([tok.encode("yo<|im_end|>", add_special_tokens=False)])
     ro.add_messages([[{"role": "user", "content": "again"}]])
     assert ro.drift() == [None]
+
+
+def test_a_rollout_per_new_tool_set_keeps_the_template_facts_of_the_latest_only():
+    """A server sees new tools every session, and the template facts are cached per template and
+    variables (tools too): more tool sets than the cache holds leave it at its bound (a plain
+    dict would hold one entry per tool set ever seen), and an evicted set is learnt again."""
+    from chatdata.data import load_sample_tokenizer
+
+    tok = load_sample_tokenizer()
+
+    def rollout(k: int) -> Rollout:
+        return Rollout([[{"role": "user", "content": "hi"}]], tokenizer=tok, tools=[{"type": "function", "function": {
+            "name": f"tool_set_{k}", "parameters": {"type": "object"}}}])
+
+    size = facts_module._CACHE.size
+    for k in range(size + 8):
+        rollout(k)
+    assert len(facts_module._CACHE) == size
+    ro = rollout(0)  # evicted long ago: measured again, and the rollout works as ever
+    ro.add_response([tok.encode("yo<|im_end|>", add_special_tokens=False)])
+    assert ro.drift() == [None] and len(facts_module._CACHE) == size

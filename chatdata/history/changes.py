@@ -27,7 +27,7 @@ from ..td import NonTensorData, NonTensorStack, RaggedTensorDict, TensorDict
 from ..td import cat
 from .columns import CONTENT_ABSENT, DEFAULTS, FLAGS_KEY, IS_COMPLETE, TOOL_CALLS, TOOL_RESPONSES, _stack, normalize_storage
 from .content import ContentBase
-from .copy_on_write import own_for_write
+from .copy_on_write import prepare_write
 from .field_checks import FIELD_RULES, check_content_rule, check_field, field_error
 from .ragged_ops import as_ragged, concat_rows, single_row
 
@@ -159,13 +159,9 @@ class ChangeMethods:
                             f"{tuple(value.batch_size)}) into messages by index; write messages: a History "
                             "of one conversation or of one message, or message dicts")
         src = storage_of(value)
-        view = self.__dict__.get("_view_of")  # (parent, i): this History is parent[i], a view of its columns
-        if view is not None:
-            parent, i = view
-            if own_for_write(_message_td(parent), src):  # copy-on-write at the parent, then a fresh view of it
-                object.__setattr__(self, "_storage", parent._storage[i])
-        else:
-            own_for_write(self._storage, src)
+        # copy-on-write where the columns are held (the root of the views self was taken from), every
+        # view on the way re-taken: the write reaches the root whole, never a folder on disk
+        prepare_write(self, src)
         self._storage[int_index(index)] = src
 
     # -- growing -------------------------------------------------------------------------

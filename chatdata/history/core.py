@@ -31,6 +31,7 @@ from ..td.tensorclass import register_tensorclass
 from .changes import ChangeMethods, int_index, one_key, own_columns, storage_of
 from .columns import CONTENT_ABSENT, FLAGS_KEY, _nest as nest, build_storage, column, normalize_storage, storage_to_chats
 from .content import ContentBase
+from .copy_on_write import current_storage, is_view_index, link_view
 from .field_checks import check_content_rule, check_message_columns, message_column
 from .selection import SelectMethods
 from .state import StateMethods
@@ -95,8 +96,11 @@ class History(ChangeMethods, SelectMethods, StateMethods, TensorClass["nocast"])
     # torchrl code reads ``history.__dict__["_tensordict"]``: History keeps its storage there
     @property
     def _storage(self):
+        d = self.__dict__
+        if "_view_of" in d:  # h[i], h[a:b]: re-taken when h's columns were replaced (copy_on_write)
+            return current_storage(self)
         try:
-            return self.__dict__["_tensordict"]
+            return d["_tensordict"]
         except KeyError:
             raise AttributeError("_storage") from None
 
@@ -339,10 +343,10 @@ class History(ChangeMethods, SelectMethods, StateMethods, TensorClass["nocast"])
         # a DataLoader hands out 0-d tensors as indices: they select like the int they hold
         index = int_index(index)
         out = super()._index(index)
-        if type(index) is int and self.ndim >= 2 and isinstance(out, History):
+        if isinstance(out, History) and is_view_index(index, isinstance(self.__dict__.get("_tensordict"), RaggedTensorDict)):
             # out shares self's columns: a message written into it (out[j] = message) is written into
             # self, and a column self must first copy (a constant, a loaded file) is copied there
-            out.__dict__["_view_of"] = (self, index)
+            link_view(out, self, index)
         return out
 
     # -- templates -----------------------------------------------------------------------

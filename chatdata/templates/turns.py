@@ -49,12 +49,20 @@ _RENDER_ERRORS = (TemplateError, TypeError)
 
 class _Prefixes:
     """Renderings of the chat's first ``n`` messages, each done once (None if the template
-    raises on that prefix)."""
+    raises on that prefix), and how far each agrees with the whole ``text`` (:meth:`agreement`,
+    also once: a turn's start, opening and prompt markup all ask it of the same prompt)."""
 
-    __slots__ = ("renderer", "chat", "memo")
+    __slots__ = ("renderer", "chat", "text", "memo", "agreed")
 
-    def __init__(self, renderer: Renderer, chat: list) -> None:
-        self.renderer, self.chat, self.memo = renderer, chat, {}
+    def __init__(self, renderer: Renderer, chat: list, text: str) -> None:
+        self.renderer, self.chat, self.text, self.memo, self.agreed = renderer, chat, text, {}, {}
+
+    def agreement(self, n: int, agp: bool) -> int:
+        """:func:`_agreement` of the rendering of the first ``n`` messages with ``text``."""
+        key = (n, agp)
+        if key not in self.agreed:
+            self.agreed[key] = _agreement(self(n, agp), self.text)
+        return self.agreed[key]
 
     def __call__(self, n: int, agp: bool) -> str | None:
         key = (n, agp)
@@ -81,7 +89,7 @@ def _agreement(prefix: str | None, text: str) -> int:
 def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: int) -> int | None:
     chat = pre.chat
     prompt = pre(k, True)
-    s = _agreement(prompt, text)
+    s = pre.agreement(k, True)
     if prompt is not None and s == len(prompt) and s >= floor:
         h = profile.header.strip()
         if k and chat[k - 1].get("role") == "assistant" and h and not prompt.rstrip().endswith(h):
@@ -116,7 +124,7 @@ def _start(pre: _Prefixes, k: int, text: str, profile: TemplateProfile, floor: i
             if start > s:
                 return start
             start = _after_header(text, s, profile.header)
-            if start > s or (body and body in text) or _agreement(pre(k - 1, False), text) <= s:
+            if start > s or (body and body in text) or pre.agreement(k - 1, False) <= s:
                 return start
             # a message with nothing rendered (empty, or content the template does not write)
             # gives no floor: where the prompt stops agreeing may lie before it, in text the
@@ -168,7 +176,7 @@ def _own_text_before(text: str, s: int, message: dict) -> int | None:
 def _end(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile) -> tuple[int, int]:
     """(end of the turn, start of its end-of-turn text)."""
     chat = pre.chat
-    c = max(_agreement(pre(k + 1, False), text), s)
+    c = max(pre.agreement(k + 1, False), s)
     bound = _next_bound(text, chat, k, s)
     owned = _owned_end(text, chat, k, s, bound)  # first occurrences: not a short content's match in later markup
     bound = _next_header(text, profile.header, max(c, owned), bound)
@@ -287,7 +295,7 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
         >>> turn_bounds(r, chat, r.render(chat), template_profile(r))
         [(1, 52, 64, 54)]
     """
-    pre = _Prefixes(renderer, chat)
+    pre = _Prefixes(renderer, chat, text)
     turns = []
     floor = 0
     last = len(chat) - 1
@@ -301,7 +309,7 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
             continue
         if not _opened(pre, k, text, s, profile, floor) and not _says_here(text, chat, k, s):
             continue  # an answer the template does not render (GLM-4's empty one or tool calls): nothing to learn
-        s = _past_prompt_markup(pre(k, True), text, s, profile.header)
+        s = _past_prompt_markup(pre(k, True), text, s, profile.header, pre.agreement(k, True))
         if continued and k == last:
             e = eot = len(text)
         else:
@@ -315,7 +323,7 @@ def turn_bounds(renderer: Renderer, chat: list, text: str, profile: TemplateProf
     return turns
 
 
-def _past_prompt_markup(prompt: str | None, text: str, s: int, header: str) -> int:
+def _past_prompt_markup(prompt: str | None, text: str, s: int, header: str, agreed: int | None = None) -> int:
     """After the closing markup of the generation prompt that the turn writes without its opener.
 
     When the turn starts where the prompt stops agreeing with the text (``s``), or right after a
@@ -332,7 +340,9 @@ def _past_prompt_markup(prompt: str | None, text: str, s: int, header: str) -> i
         >>> _past_prompt_markup("<A><think>", "<A></think>hi", 3, "<A><think>")  # the prompt opened it
         3
     """
-    if prompt is not None and _agreement(prompt, text) == s and s < len(prompt):
+    if agreed is None:  # how far ``prompt`` agrees with ``text``, when the caller has not measured it
+        agreed = _agreement(prompt, text)
+    if prompt is not None and agreed == s and s < len(prompt):
         return s + _prompt_markup_end(text, s, prompt[s:])
     for n in range(min(len(header) - 1, s), 0, -1):  # the prompt disagrees earlier (systems gathered at the top)
         if text.startswith(header[:n], s - n) and _ends_with_header(text, s - n, s, header):
@@ -345,7 +355,7 @@ def _opened(pre: _Prefixes, k: int, text: str, s: int, profile: TemplateProfile,
     up to ``s``, or the text before ``s`` ends with a beginning of the generation header (True
     when the template has none to look for)."""
     prompt = pre(k, True)
-    if prompt is not None and _agreement(prompt, text) == len(prompt) == s:
+    if prompt is not None and pre.agreement(k, True) == len(prompt) == s:
         return True
     header = profile.header
     if not header.strip() or _ends_with_header(text, floor, s, header):
